@@ -1,0 +1,1 @@
+"""The versioned task catalog: public task cards, platform-held labels, forecast requests."""
