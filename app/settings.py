@@ -61,6 +61,10 @@ class Settings(BaseSettings):
     # Catalog.
     catalog_version: str = "future-ts-v1"
 
+    # Client commands (future-ts submit / status).
+    api_url: str = "http://127.0.0.1:8000"
+    token: SecretStr | None = None
+
     # Operations.
     quota_submissions_per_day: int = 50
     quota_runs_in_flight: int = 4

@@ -1,0 +1,1 @@
+"""Audit trail: every staff action and every state change, with actor, time and reason."""

@@ -1,0 +1,1 @@
+"""Principals, bearer tokens (stored hashed) and roles."""

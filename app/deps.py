@@ -1,0 +1,96 @@
+"""Request dependencies, visible in endpoint signatures and swapped in tests with
+``app.dependency_overrides``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import lru_cache
+from typing import Annotated
+
+from fastapi import Depends, Header
+from sqlalchemy.orm import Session
+
+from app.auth.errors import RoleNotAllowed, TokenMissing
+from app.auth.models import Role
+from app.auth.service import Caller, authenticate
+from app.clock import Clock, SystemClock
+from app.db import session_scope
+from app.queue import CeleryRunQueue, RunQueue, get_celery_client
+from app.registry.resolver import HttpRegistryResolver, ImageResolver
+from app.settings import Settings, get_settings
+from app.submissions.service import CatalogView
+
+
+def get_session() -> Iterator[Session]:
+    yield from session_scope()
+
+
+def get_clock() -> Clock:
+    return SystemClock()
+
+
+@lru_cache(maxsize=1)
+def _resolver() -> HttpRegistryResolver:
+    s = get_settings()
+    return HttpRegistryResolver(s.registry_insecure_hosts, s.registry_timeout_s)
+
+
+def get_resolver() -> ImageResolver:
+    return _resolver()
+
+
+def get_run_queue() -> RunQueue:
+    return CeleryRunQueue(get_celery_client())
+
+
+@lru_cache(maxsize=1)
+def _catalog_view() -> CatalogView:
+    from app.catalog import load_catalog
+
+    catalog = load_catalog(get_settings().catalog_version)
+    return CatalogView({c.task_id: c for c in catalog.cards()}, catalog.suites())
+
+
+def get_catalog_view() -> CatalogView:
+    return _catalog_view()
+
+
+SessionDep = Annotated[Session, Depends(get_session)]
+ClockDep = Annotated[Clock, Depends(get_clock)]
+SettingsDep = Annotated[Settings, Depends(get_settings)]
+ResolverDep = Annotated[ImageResolver, Depends(get_resolver)]
+RunQueueDep = Annotated[RunQueue, Depends(get_run_queue)]
+CatalogDep = Annotated[CatalogView, Depends(get_catalog_view)]
+
+
+def get_caller(
+    session: SessionDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> Caller:
+    if not authorization:
+        raise TokenMissing("send Authorization: Bearer <token>",
+                           headers={"WWW-Authenticate": "Bearer"})
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not token:
+        raise TokenMissing("send Authorization: Bearer <token>",
+                           headers={"WWW-Authenticate": "Bearer"})
+    return authenticate(session, token.strip())
+
+
+CallerDep = Annotated[Caller, Depends(get_caller)]
+
+
+def require_staff(caller: CallerDep) -> Caller:
+    if caller.role is not Role.staff:
+        raise RoleNotAllowed("this action is for evaluator staff")
+    return caller
+
+
+def require_author_or_staff(caller: CallerDep) -> Caller:
+    if caller.role is Role.reader:
+        raise RoleNotAllowed("readers cannot submit")
+    return caller
+
+
+StaffDep = Annotated[Caller, Depends(require_staff)]
+AuthorDep = Annotated[Caller, Depends(require_author_or_staff)]

@@ -1,0 +1,1 @@
+"""OCI registry client: image reference parsing and tag-to-digest resolution."""

@@ -1,0 +1,13 @@
+from app.errors import Conflict, NotFound
+
+
+class RunNotFound(NotFound):
+    pass
+
+
+class ReportNotFound(NotFound):
+    pass
+
+
+class RunAlreadyTerminal(Conflict):
+    pass

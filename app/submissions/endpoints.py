@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response, status
+
+from app.auth.errors import RoleNotAllowed, TokenInvalid, TokenMissing
+from app.auth.models import Role
+from app.deps import (
+    AuthorDep,
+    CallerDep,
+    CatalogDep,
+    ClockDep,
+    ResolverDep,
+    RunQueueDep,
+    SessionDep,
+    SettingsDep,
+)
+from app.errors import error_responses
+from app.registry.reference import InvalidImageReference
+from app.registry.resolver import ImageUnresolvable, RegistryUnavailable
+from app.submissions import service
+from app.submissions.errors import (
+    ArtifactUriRejected,
+    IdempotencyKeyReused,
+    InvalidCursor,
+    SubmissionAlreadyTerminal,
+    SubmissionInvalid,
+    SubmissionNotFound,
+)
+from app.submissions.presenter import etag_matches, present, strong_etag
+from app.submissions.repository import SubmissionRepository
+from app.submissions.schemas import (
+    CancelRequest,
+    SubmissionCreate,
+    SubmissionOut,
+    SubmissionPage,
+    SubmissionPublicOut,
+)
+
+router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
+AUTH_ERRORS = (TokenMissing, TokenInvalid)
+
+
+@router.post(
+    "", status_code=status.HTTP_202_ACCEPTED, response_model=SubmissionOut,
+    responses=error_responses(*AUTH_ERRORS, RoleNotAllowed, SubmissionInvalid,
+                              InvalidImageReference, ImageUnresolvable, ArtifactUriRejected,
+                              IdempotencyKeyReused, RegistryUnavailable),
+)
+def create_submission(
+    body: SubmissionCreate, response: Response, session: SessionDep, caller: AuthorDep,
+    clock: ClockDep, resolver: ResolverDep, catalog: CatalogDep, queue: RunQueueDep,
+    settings: SettingsDep,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> SubmissionOut | SubmissionPublicOut:
+    """Accept a submission. A 202 means it is durable: it is committed before the answer."""
+    ctx = service.IntakeContext(clock=clock, resolver=resolver, catalog=catalog, queue=queue,
+                                artifact_allowed_hosts=settings.artifact_allowed_hosts)
+    sub, _created = service.create_submission(session, ctx, caller, body, idempotency_key)
+    response.headers["Location"] = f"/v1/submissions/{sub.id}"
+    return present(session, caller, sub)
+
+
+@router.get(
+    "/{submission_id}", response_model=SubmissionOut | SubmissionPublicOut,
+    responses={304: {"description": "Not modified (If-None-Match)"},
+               **error_responses(*AUTH_ERRORS, SubmissionNotFound)},
+)
+def get_submission(
+    submission_id: str, session: SessionDep, caller: CallerDep,
+    if_none_match: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Status for polling. Send the last ``ETag`` as ``If-None-Match`` to get a cheap 304."""
+    sub = service.get_visible(session, caller, submission_id)
+    body = present(session, caller, sub).model_dump_json().encode()
+    etag = strong_etag(body)
+    headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
+    if etag_matches(if_none_match, etag):
+        return Response(status_code=304, headers=headers)
+    return Response(content=body, media_type="application/json", headers=headers)
+
+
+@router.get("", response_model=SubmissionPage,
+            responses=error_responses(*AUTH_ERRORS, InvalidCursor))
+def list_submissions(
+    session: SessionDep, caller: CallerDep,
+    status_filter: Annotated[str | None, Query(alias="status")] = None,
+    task: str | None = None, since: datetime | None = None, cursor: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> SubmissionPage:
+    """Newest first. Authors see their own submissions; readers and staff see all."""
+    after = service.decode_cursor(cursor) if cursor else None
+    owner = caller.id if caller.role is Role.author else None
+    rows = SubmissionRepository(session).page(
+        owner_id=owner, status=status_filter, task=task, since=since, after=after,
+        limit=limit + 1)
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return SubmissionPage(
+        items=[present(session, caller, s) for s in rows],
+        next_cursor=service.encode_cursor(rows[-1]) if more and rows else None,
+    )
+
+
+@router.post("/{submission_id}/cancel", response_model=SubmissionOut,
+             responses=error_responses(*AUTH_ERRORS, SubmissionNotFound,
+                                       SubmissionAlreadyTerminal))
+def cancel_submission(
+    submission_id: str, session: SessionDep, caller: CallerDep, clock: ClockDep,
+    body: CancelRequest | None = None,
+) -> SubmissionOut | SubmissionPublicOut:
+    """Cancel by the author (own, not yet terminal) or staff."""
+    sub = service.cancel(session, clock, caller, submission_id, body.reason if body else None)
+    return present(session, caller, sub)

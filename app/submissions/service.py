@@ -1,0 +1,220 @@
+"""Submission rules: validate, resolve the image, stamp the platform clock, persist, enqueue.
+
+Everything is refused before anything is stored. The 202 is only answered after the commit
+(the request dependency owns it), and the run is sent to its queue only after that commit.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import rfc8785
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from app.audit import service as audit
+from app.auth.service import Caller
+from app.catalog.cards import TaskCard
+from app.clock import Clock
+from app.db import new_id
+from app.queue import RunQueue, enqueue_run_after_commit
+from app.registry.reference import parse_image_reference
+from app.registry.resolver import ImageResolver, ResolvedImage
+from app.runs import service as runs
+from app.runs.models import TERMINAL_RUN, RunKind, RunStatus
+from app.runs.repository import RunRepository
+from app.submissions.artifact_uri import check_artifact_uri
+from app.submissions.errors import (
+    IdempotencyKeyReused,
+    InvalidCursor,
+    SubmissionAlreadyTerminal,
+    SubmissionInvalid,
+    SubmissionNotFound,
+)
+from app.submissions.models import Submission, SubmissionStatus
+from app.submissions.repository import SubmissionRepository
+from app.submissions.schemas import SubmissionCreate
+
+SELF_ATTESTED_CLASS = "self-attested"
+
+
+class CatalogView:
+    """The slice of the catalog intake needs (a protocol, kept concrete for mypy friendliness)."""
+
+    def __init__(self, cards: dict[str, TaskCard], suites: dict[str, list[str]]) -> None:
+        self.cards = cards
+        self.suites = suites
+
+
+@dataclass(frozen=True)
+class IntakeContext:
+    clock: Clock
+    resolver: ImageResolver
+    catalog: CatalogView
+    queue: RunQueue
+    artifact_allowed_hosts: list[str]
+    resolve_artifact_dns: bool = True
+
+
+def request_fingerprint(body: SubmissionCreate) -> str:
+    return hashlib.sha256(rfc8785.dumps(body.model_dump(mode="json"))).hexdigest()
+
+
+def _problems(body: SubmissionCreate, cards: list[TaskCard]) -> list[str]:
+    out: list[str] = []
+    meta = body.metadata
+    if meta.frozen_at < meta.training_cutoff:
+        out.append("metadata.frozen_at is before metadata.training_cutoff")
+    if body.execution_mode == "self_attested" and body.tier != "public_dev":
+        out.append("self_attested submissions are accepted for the public_dev tier only")
+    for card in cards:
+        if card.tier != body.tier:
+            out.append(f"task {card.task_id} belongs to tier {card.tier}, not {body.tier}")
+        if card.requires_pretraining_manifest and not meta.pretraining_data_manifest:
+            out.append(f"task {card.task_id} requires metadata.pretraining_data_manifest")
+    if body.execution_mode == "sealed":
+        if not body.image:
+            out.append("a sealed submission needs an image")
+        if body.predictions is not None:
+            out.append("a sealed submission may not carry predictions")
+    else:
+        if body.predictions is None:
+            out.append("a self_attested submission must carry predictions")
+        elif set(body.predictions) != {c.task_id for c in cards}:
+            out.append("predictions must cover exactly the submitted tasks")
+    if len({c.resource_budget.hardware_class for c in cards}) > 1:
+        out.append("tasks of one submission must share a hardware class; submit them separately")
+    return out
+
+
+def _task_cards(body: SubmissionCreate, catalog: CatalogView) -> list[TaskCard]:
+    task_ids = list(dict.fromkeys(body.tasks))
+    if body.suite is not None:
+        if body.suite not in catalog.suites:
+            raise SubmissionInvalid(f"unknown suite {body.suite!r}")
+        task_ids = list(dict.fromkeys([*task_ids, *catalog.suites[body.suite]]))
+    if not task_ids:
+        raise SubmissionInvalid("name at least one task (tasks) or a suite")
+    unknown = [t for t in task_ids if t not in catalog.cards]
+    if unknown:
+        raise SubmissionInvalid(f"unknown task(s): {', '.join(unknown)}")
+    return [catalog.cards[t] for t in task_ids]
+
+
+def create_submission(
+    session: Session, ctx: IntakeContext, caller: Caller, body: SubmissionCreate,
+    idempotency_key: str | None,
+) -> tuple[Submission, bool]:
+    """Returns the submission and whether it was created now (False: idempotent replay)."""
+    fingerprint = request_fingerprint(body)
+    repo = SubmissionRepository(session)
+    if idempotency_key:
+        existing = repo.by_idempotency_key(caller.id, idempotency_key)
+        if existing is not None:
+            return _replay(existing, fingerprint), False
+    cards = _task_cards(body, ctx.catalog)
+    problems = _problems(body, cards)
+    if problems:
+        raise SubmissionInvalid(problems)
+    if body.artifact_uri:
+        check_artifact_uri(body.artifact_uri, ctx.artifact_allowed_hosts,
+                           resolve=ctx.resolve_artifact_dns)
+    resolved = _resolve(ctx, body)
+    sub = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
+    try:
+        with session.begin_nested():
+            repo.add(sub)
+    except IntegrityError:
+        # A concurrent request with the same Idempotency-Key won the insert.
+        if idempotency_key and (other := repo.by_idempotency_key(caller.id, idempotency_key)):
+            return _replay(other, fingerprint), False
+        raise
+    run = runs.create_run(session, ctx.clock, sub, kind=RunKind.initial, actor=caller.name)
+    audit.record(session, ctx.clock, actor=caller.name, action="submission.create",
+                 target_type="submission", target_id=sub.id,
+                 detail={"run_id": run.id, "image_digest": sub.image_digest})
+    enqueue_run_after_commit(session, ctx.queue, run.id, run.hardware_class)
+    return sub, True
+
+
+def _replay(existing: Submission, fingerprint: str) -> Submission:
+    if existing.request_sha256 != fingerprint:
+        raise IdempotencyKeyReused("this Idempotency-Key was used with a different body")
+    return existing
+
+
+def _resolve(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage | None:
+    if body.execution_mode != "sealed" or not body.image:
+        return None
+    return ctx.resolver.resolve(parse_image_reference(body.image))
+
+
+def _new_submission(
+    ctx: IntakeContext, caller: Caller, body: SubmissionCreate, cards: list[TaskCard],
+    resolved: ResolvedImage | None, fingerprint: str, idempotency_key: str | None,
+) -> Submission:
+    now = ctx.clock.now()  # the platform clock; nothing the client sent about time is used
+    sealed = body.execution_mode == "sealed"
+    predictions: dict[str, Any] | None = None
+    if body.predictions is not None:
+        predictions = {k: [w.model_dump(mode="json") for w in v]
+                       for k, v in body.predictions.items()}
+    return Submission(
+        id=new_id("sub"), owner_id=caller.id, idempotency_key=idempotency_key,
+        request_sha256=fingerprint, image_ref=body.image,
+        image_digest_ref=resolved.pinned if resolved else None,
+        image_digest=resolved.digest if resolved else None,
+        image_media_type=resolved.media_type if resolved else None,
+        artifact_uri=body.artifact_uri, tasks=[c.task_id for c in cards], tier=body.tier,
+        execution_mode=body.execution_mode,
+        hardware_class=cards[0].resource_budget.hardware_class if sealed else SELF_ATTESTED_CLASS,
+        meta=body.metadata.model_dump(mode="json"), self_attested_predictions=predictions,
+        webhook_url=body.webhook_url, platform_received_at=now,
+        status=SubmissionStatus.queued.value, updated_at=now,
+    )
+
+
+def get_visible(session: Session, caller: Caller, submission_id: str) -> Submission:
+    """Authors see their own; readers and staff see all. Others' are 'not found', not 403,
+    so that ids do not leak existence."""
+    sub = SubmissionRepository(session).get(submission_id)
+    if sub is None or (caller.role.value == "author" and sub.owner_id != caller.id):
+        raise SubmissionNotFound(f"submission {submission_id} not found")
+    return sub
+
+
+def encode_cursor(sub: Submission) -> str:
+    raw = json.dumps([sub.platform_received_at.isoformat(), sub.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, sub_id = json.loads(raw)
+        return datetime.fromisoformat(at), str(sub_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidCursor("cursor is not one this API issued") from exc
+
+
+def cancel(session: Session, clock: Clock, caller: Caller, submission_id: str,
+           reason: str | None) -> Submission:
+    """Cancel the latest run if it is not terminal. The worker sees the state change and stops
+    and removes the container; a queued run is dropped when a worker claims it."""
+    sub = get_visible(session, caller, submission_id)
+    if caller.role.value == "reader":
+        raise SubmissionNotFound(f"submission {submission_id} not found")
+    run = RunRepository(session).get_for_update(sub.latest_run_id or "")
+    if run is None or RunStatus(run.status) in TERMINAL_RUN:
+        raise SubmissionAlreadyTerminal(f"submission {sub.id} is already {sub.status}")
+    runs.transition(session, clock, run, RunStatus.cancelled, actor=caller.name,
+                    failure_reason="cancelled", detail={"reason": reason})
+    audit.record(session, clock, actor=caller.name, action="submission.cancel",
+                 target_type="submission", target_id=sub.id, reason=reason,
+                 detail={"run_id": run.id})
+    return sub

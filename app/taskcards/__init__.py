@@ -1,0 +1,1 @@
+"""Public task cards and hardware classes (never labels)."""

@@ -1,0 +1,25 @@
+"""The Celery application the worker processes run.
+
+Queues: one per hardware class (``runs.<class>``), ``runs.self-attested`` for scoring-only runs,
+and ``maintenance`` for the beat tasks. A worker consumes only the classes it can provision
+exactly (``future-ts worker --hardware-class ID``).
+"""
+
+from __future__ import annotations
+
+from app.queue import make_celery
+from app.settings import get_settings
+
+app = make_celery(get_settings(), "future_ts_worker")
+app.conf.update(
+    include=["workers.tasks"],
+    task_time_limit=6 * 3600,
+    task_soft_time_limit=6 * 3600 - 60,
+    worker_max_tasks_per_child=200,
+    beat_schedule={
+        "reap-stuck-runs": {"task": "runs.reap_stuck", "schedule": 30.0,
+                            "options": {"queue": "maintenance"}},
+        "requeue-stale-queued": {"task": "runs.requeue_stale", "schedule": 60.0,
+                                 "options": {"queue": "maintenance"}},
+    },
+)
