@@ -80,7 +80,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This data is public domain."),
         provenance="NOAA National Geophysical Data Center, yearly sunspot numbers",
-        snapshot_id="",
+        snapshot_id="sha256:fb18b0955e931395cfecfed9d111e809ad1e7ef8491ada2e72ea024b4f24c8d4",
         requires_pretraining_manifest=False,
     ),
     TaskSpec(
@@ -98,7 +98,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This data is in the public domain."),
         provenance="NOAA National Weather Service, ERSST.V3B, Nino 1+2",
-        snapshot_id="",
+        snapshot_id="sha256:3b38ed17bc78242b5be611c27ecc17c784680225f1faa12e86c4bc83395c1721",
         requires_pretraining_manifest=False,
     ),
     TaskSpec(
@@ -116,7 +116,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain."),
         provenance="Johansen and Juselius (1990), Danish money demand data",
-        snapshot_id="",
+        snapshot_id="sha256:574e8bbac3e230663f7f97a9c063507abc64d0d3297b6d8e5efb2e50b6bc18f5",
         requires_pretraining_manifest=False,
     ),
     TaskSpec(
@@ -134,7 +134,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain."),
         provenance="Cobb (1978); Durbin and Koopman, Nile river flows at Aswan",
-        snapshot_id="",
+        snapshot_id="sha256:f9ad24ec40edb2dac31eb6ca134bf9ccaec25ac4589760fbedb077c00bfa1eb7",
     ),
     TaskSpec(
         task_id="elec-equip-monthly",
@@ -151,7 +151,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain.") + "; original data Eurostat (reuse with attribution)",
         provenance="Eurostat short-term statistics, working-day adjusted, not seasonally adjusted",
-        snapshot_id="",
+        snapshot_id="sha256:abb1c08423617579b7fbf3ee4ed1b69420bfd5f36079ed87395f981350107d1d",
     ),
     TaskSpec(
         task_id="us-macro-real-quarterly",
@@ -174,7 +174,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain."),
         provenance="Federal Reserve Bank of St. Louis FRED (compiled by statsmodels)",
-        snapshot_id="",
+        snapshot_id="sha256:f9703cfa8fb8931ee35f9e0cd277e7de197890815423c2c7dcd8741168fc3936",
     ),
     TaskSpec(
         task_id="co2-weekly",
@@ -191,7 +191,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain."),
         provenance="Scripps Institution of Oceanography flask samples via CDIAC",
-        snapshot_id="",
+        snapshot_id="sha256:9cbd0221c34c48cd152d70f48e4bdee3f8c4ff3bad5a2e37fd57183a3a2b7abb",
         rehearsal_release=(
             "2027-01-09T00:00:00Z",
             "2027-02-06T00:00:00Z",
@@ -214,7 +214,7 @@ SPECS: tuple[TaskSpec, ...] = (
         wall_clock_s=300,
         licence=_pd("This is public domain."),
         provenance="FRED and the US Bureau of Labor Statistics (compiled by statsmodels)",
-        snapshot_id="",
+        snapshot_id="sha256:69978660a007f0498b70629f36df994b174976815d318babf3828f6c7f0ab5e0",
         rehearsal_release=(
             "2027-01-15T00:00:00Z",
             "2027-04-15T00:00:00Z",

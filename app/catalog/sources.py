@@ -113,7 +113,7 @@ def _elec_equip() -> RawTable:
     for row in rows:  # "Jan-1-1995"; month names parsed by hand so no locale can change them
         month, day, year = row[0].split("-")
         stamps.append(_utc(int(year), _MONTHS.index(month.upper()) + 1, int(day)))
-    return RawTable("MS", stamps, {"turnover": [_number(r[1]) for r in rows]})
+    return RawTable("MS", stamps, {header[1]: [_number(r[1]) for r in rows]})
 
 
 def _co2() -> RawTable:
