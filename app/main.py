@@ -11,7 +11,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app import health
-from app.errors import DomainError
+from app.errors import DomainError, ErrorBody
 from app.runs import endpoints as runs
 from app.settings import get_settings
 from app.submissions import endpoints as submissions
@@ -71,6 +71,34 @@ def _error(status: int, name: str, detail: Any, headers: dict[str, str] | None =
     return JSONResponse({"error": name, "detail": detail}, status_code=status, headers=headers)
 
 
+def _use_error_shape_for_422(app: FastAPI) -> None:
+    """Document payload-validation failures with the one error shape, as they are served."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version,
+                             description=app.description, routes=app.routes)
+        ref = {"$ref": "#/components/schemas/ErrorBody"}
+        for ops in schema.get("paths", {}).values():
+            for op in ops.values():
+                resp = op.get("responses", {}).get("422")
+                if resp is not None:
+                    resp["content"] = {"application/json": {"schema": ref}}
+                    resp["description"] = "Payload validation failed (RequestValidationFailed)" \
+                        if resp.get("description") == "Validation Error" else resp["description"]
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        components.pop("HTTPValidationError", None)
+        components.pop("ValidationError", None)
+        components.setdefault("ErrorBody", ErrorBody.model_json_schema())
+        app.openapi_schema = schema
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app() -> FastAPI:
     settings = get_settings()
     app = FastAPI(
@@ -95,6 +123,7 @@ def create_app() -> FastAPI:
         return _error(exc.status_code, names.get(exc.status_code, "HTTPError"), exc.detail,
                       dict(exc.headers or {}))
 
+    _use_error_shape_for_422(app)
     app.include_router(health.router)
     app.include_router(submissions.router)
     app.include_router(runs.router)
