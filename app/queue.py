@@ -18,6 +18,8 @@ from app.hardware import get_hardware_class
 from app.settings import Settings, get_settings
 
 RUN_TASK = "runs.execute"
+SELF_ATTESTED_CLASS = "self-attested"  # scoring-only runs: no container, no hardware class
+SELF_ATTESTED_QUEUE = "runs.self-attested"
 # Longer than the longest run, so Redis never redelivers a run that is still executing.
 VISIBILITY_TIMEOUT_S = 6 * 3600
 
@@ -71,7 +73,8 @@ class CeleryRunQueue:
         self.celery = celery
 
     def send_run(self, run_id: str, hardware_class: str) -> None:
-        queue = get_hardware_class(hardware_class).queue
+        queue = (SELF_ATTESTED_QUEUE if hardware_class == SELF_ATTESTED_CLASS
+                 else get_hardware_class(hardware_class).queue)
         self.celery.send_task(RUN_TASK, args=[run_id], queue=queue)
 
 

@@ -24,7 +24,7 @@ LAYOUT=$WORK/oci
 PY=/usr/bin/python3.11
 BUSYBOX=/bin/busybox
 CREATED=1970-01-01T00:00:00Z
-BASE_RECIPE=3 # bump when the base recipe below changes
+BASE_RECIPE=4 # bump when the base recipe below changes
 ROOTLESS=()
 [ "$(id -u)" = 0 ] || ROOTLESS=(--rootless)
 
@@ -108,7 +108,8 @@ ensure_base() {
   local old
   for old in $(umoci ls --layout "$LAYOUT" | grep '^base-' || true); do umoci rm --image "$LAYOUT:$old"; done
   umoci new --image "$LAYOUT:$BASE_TAG"
-  umoci insert "${ROOTLESS[@]}" --no-history --image "$LAYOUT:$BASE_TAG" "$rootfs" /
+  umoci insert "${ROOTLESS[@]}" --image "$LAYOUT:$BASE_TAG" --history.created "$CREATED" \
+    --history.created_by "images/build.sh: busybox-static + host python3.11 rootfs" "$rootfs" /
   umoci config --no-history --image "$LAYOUT:$BASE_TAG" --created "$CREATED" \
     --architecture amd64 --os linux --config.user 65534:65534 --config.workingdir /app \
     --config.env PATH=/usr/bin:/bin --config.env PYTHONDONTWRITEBYTECODE=1 \
@@ -129,7 +130,8 @@ stage_layer() {
   find "$dir" -exec touch -h -d "@0" {} +
   umoci rm --image "$LAYOUT:layer-$kind" 2>/dev/null || true
   umoci tag --image "$LAYOUT:$BASE_TAG" "layer-$kind"
-  umoci insert "${ROOTLESS[@]}" --no-history --image "$LAYOUT:layer-$kind" "$dir/$dest" "/app/$dest"
+  umoci insert "${ROOTLESS[@]}" --image "$LAYOUT:layer-$kind" --history.created "$CREATED" \
+    --history.created_by "images/build.sh: /app/$dest" "$dir/$dest" "/app/$dest"
 }
 
 configure_image() {

@@ -44,18 +44,17 @@ class BuiltTask:
 def build_task(spec: TaskSpec) -> BuiltTask:
     snap = snapshot(spec.dataset, spec.columns)
     _check_snapshot(spec, snap)
-    n = len(snap.timestamps)
-    origins = [n - spec.horizon - (spec.n_windows - 1 - k) * spec.step for k in range(spec.n_windows)]
+    n, w = len(snap.timestamps), spec.n_windows
+    origins = [n - spec.horizon - (w - 1 - k) * spec.step for k in range(w)]
     if origins[0] < spec.context_length:
         raise ValueError(f"{spec.task_id}: the first window has less history than its context")
-    windows = [_window_id(spec, k) for k in range(spec.n_windows)]
-    requests = tuple(_request(spec, snap, wid, t) for wid, t in zip(windows, origins, strict=True))
-    labels = {wid: _labels(spec, snap, k, wid, t) for k, (wid, t) in enumerate(zip(windows, origins, strict=True))}
-    return BuiltTask(card=_card(spec, snap, requests), requests=requests, labels=labels)
-
-
-def _window_id(spec: TaskSpec, k: int) -> str:
-    return f"{spec.task_id}-w{k:02d}"
+    requests: list[ForecastRequest] = []
+    labels: dict[str, WindowLabels] = {}
+    for k, t in enumerate(origins):
+        window_id = f"{spec.task_id}-w{k:02d}"
+        requests.append(_request(spec, snap, window_id, t))
+        labels[window_id] = _labels(spec, snap, k, window_id, t)
+    return BuiltTask(_card(spec, snap, requests), tuple(requests), labels)
 
 
 def _check_snapshot(spec: TaskSpec, snap: SourceSnapshot) -> None:
@@ -97,7 +96,7 @@ def _available_at(spec: TaskSpec, snap: SourceSnapshot, k: int, last_target: dat
     return release
 
 
-def _card(spec: TaskSpec, snap: SourceSnapshot, requests: tuple[ForecastRequest, ...]) -> TaskCard:
+def _card(spec: TaskSpec, snap: SourceSnapshot, requests: list[ForecastRequest]) -> TaskCard:
     hardware = get_hardware_class(spec.hardware_class)
     if spec.memory_mb > hardware.memory_mb:
         raise ValueError(f"{spec.task_id}: memory budget above its hardware class")

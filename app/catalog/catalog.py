@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from app.catalog import future_ts_v1
@@ -94,7 +94,7 @@ def _build_v1() -> Catalog:
 _BUILDERS = {DEFAULT_VERSION: _build_v1}
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_catalog(version: str = DEFAULT_VERSION) -> Catalog:
     """The catalog named ``version``, built deterministically on first use and cached."""
     try:

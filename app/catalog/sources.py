@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import rfc8785
@@ -70,8 +71,9 @@ def package_version() -> str:
 
 
 def _read_rows(dataset: str, filename: str) -> list[list[str]]:
-    path = metadata.distribution(PACKAGE).locate_file(f"statsmodels/datasets/{dataset}/{filename}")
-    text = path.read_text(encoding="utf-8-sig")  # danish_data starts with a byte-order mark
+    relative = f"statsmodels/datasets/{dataset}/{filename}"
+    located = Path(str(metadata.distribution(PACKAGE).locate_file(relative)))
+    text = located.read_text(encoding="utf-8-sig")  # danish_data's file starts with a BOM
     return [row for row in csv.reader(io.StringIO(text)) if row]
 
 
@@ -164,9 +166,13 @@ def snapshot(dataset: str, columns: Sequence[tuple[str, str]]) -> SourceSnapshot
     picked = [(item, table.columns[column]) for column, item in columns]
     missing = [i for _, values in picked for i, v in enumerate(values) if v is None]
     first = max(missing) + 1 if missing else 0
-    selection = "all rows" if not missing else (
-        f"rows after the last missing value (gap-free tail; {len(missing)} missing values "
-        "earlier in the record)"
+    selection = (
+        "all rows"
+        if not missing
+        else (
+            f"rows after the last missing value (gap-free tail; {len(missing)} missing values "
+            "earlier in the record)"
+        )
     )
     selection += "; columns " + ", ".join(f"{c} as {i}" for c, i in columns)
     series = {item: _complete(values[first:]) for item, values in picked}

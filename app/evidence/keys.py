@@ -315,6 +315,9 @@ class KeyRing:
             raise NoActiveKey(f"no {purpose} signing key is valid at {format_time(when)}")
         return max(candidates, key=lambda k: k.not_before or datetime.min.replace(tzinfo=UTC))
 
+    def signing_keys(self, purpose: Purpose | None = None) -> list[SigningKey]:
+        return [k for k in self._signing if purpose is None or k.purpose == purpose]
+
     def verification_keys(self, purpose: Purpose | None = None) -> list[VerificationKey]:
         return [k for k in self._published if purpose is None or k.purpose == purpose]
 
@@ -408,16 +411,16 @@ def load_keyring(settings: Settings, *, now: datetime | None = None) -> KeyRing:
             signing.append(SigningKey(purpose, explicit))
             retired.extend(_public_only(ring, purpose))
             continue
-        if not any(k.purpose == purpose and k.covers(when) for k in ring._signing):
+        if not any(k.covers(when) for k in ring.signing_keys(purpose)):
             _generate_dev_key(settings, purpose, when)
             ring = KeyRing.from_directory(settings.keys_dir)
-        signing.extend(k for k in ring._signing if k.purpose == purpose)
+        signing.extend(ring.signing_keys(purpose))
         retired.extend(_public_only(ring, purpose))
     return KeyRing(signing, retired)
 
 
 def _public_only(ring: KeyRing, purpose: Purpose) -> list[VerificationKey]:
-    private = {k.kid for k in ring._signing}
+    private = {k.kid for k in ring.signing_keys()}
     return [k for k in ring.verification_keys(purpose) if k.kid not in private]
 
 

@@ -8,9 +8,9 @@ quantile forecasts ``q_{τ,1}..q_{τ,H}`` for each level ``τ`` of the task, and
   ``s = mean_{t=m+1..T} |x_t - x_{t-m}|``. It is undefined (NaN) when ``T <= m`` or ``s = 0``.
 * **sMAPE** = ``(200 / H) * Σ_h |y_h - ŷ_h| / (|y_h| + |ŷ_h|)``, on a 0-200 scale; a term whose
   denominator is 0 (``y_h = ŷ_h = 0``) counts as 0 (a perfect forecast of zero).
-* **pinball loss** of level ``τ``: ``ρ_τ(y, q) = max(τ (y - q), (τ - 1)(y - q))``.
+* **pinball loss** of level ``τ``: ``rho_τ(y, q) = max(τ (y - q), (τ - 1)(y - q))``.
 * **WQL** (weighted quantile loss, the usual CRPS approximation) over the levels ``τ_1..τ_Q``:
-  ``WQL = (1/Q) Σ_τ [ 2 Σ_{i,h} ρ_τ(y_{i,h}, q_{τ,i,h}) / Σ_{i,h} |y_{i,h}| ]``, the sums running
+  ``WQL = (1/Q) Σ_τ [ 2 Σ_{i,h} rho_τ(y_{i,h}, q_{τ,i,h}) / Σ_{i,h} |y_{i,h}| ]``, the sums running
   over every series ``i`` and step ``h`` being aggregated. NaN when ``Σ |y| = 0``.
 * **interval coverage**: the fraction of labels with ``q_low <= y <= q_high`` (bounds included),
   where ``q_low`` / ``q_high`` are the lowest / highest quantile levels of the task (0.1 and 0.9,
@@ -48,7 +48,9 @@ def mase_rows(y: FloatArray, yhat: FloatArray, scales: FloatArray) -> FloatArray
     mae = np.mean(np.abs(y - yhat), axis=-1)
     with np.errstate(divide="ignore", invalid="ignore"):
         out = mae / scales
-    return np.where((scales > 0) & np.isfinite(scales), out, np.nan)
+    defined = (scales > 0) & np.isfinite(scales)
+    result: FloatArray = np.where(defined, out, np.nan)
+    return result
 
 
 def smape_rows(y: FloatArray, yhat: FloatArray) -> FloatArray:
@@ -57,11 +59,12 @@ def smape_rows(y: FloatArray, yhat: FloatArray) -> FloatArray:
     den = np.abs(y) + np.abs(yhat)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(den > 0, num / den, 0.0)
-    return 200.0 * np.mean(ratio, axis=-1)
+    result: FloatArray = 200.0 * np.mean(ratio, axis=-1)
+    return result
 
 
 def pinball_sum(y: FloatArray, quantiles: FloatArray, levels: Sequence[float]) -> float:
-    """``Σ_τ Σ_{i,h} ρ_τ(y, q_τ)`` for quantiles shaped ``(Q, ...)`` like ``y`` after the level axis."""
+    """``Σ_τ Σ rho_τ(y, q_τ)``; ``quantiles`` is ``(Q, *y.shape)``, one slice per level."""
     tau = np.asarray(levels, dtype=np.float64).reshape((-1,) + (1,) * y.ndim)
     diff = y[np.newaxis, ...] - quantiles
     return float(np.sum(np.maximum(tau * diff, (tau - 1.0) * diff)))
@@ -78,7 +81,7 @@ class MetricParts:
 
     mase: tuple[float, ...]  # per series; NaN when undefined
     smape: tuple[float, ...]  # per series
-    pinball: float  # Σ_τ Σ_{i,h} ρ_τ
+    pinball: float  # Σ_τ Σ_{i,h} rho_τ
     abs_target: float  # Σ_{i,h} |y|
     inside: int
     points: int

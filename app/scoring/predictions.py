@@ -41,7 +41,9 @@ def _numbers(value: Any, horizon: int, what: str, problems: list[str]) -> list[f
     return [float(v) for v in value]
 
 
-def _levels_by_value(quantiles: Mapping[Any, Any], what: str, problems: list[str]) -> dict[float, Any]:
+def _levels_by_value(
+    quantiles: Mapping[Any, Any], what: str, problems: list[str]
+) -> dict[float, Any]:
     by_level: dict[float, Any] = {}
     for key, values in quantiles.items():
         try:
@@ -107,7 +109,8 @@ def parse_forecasts(
     quants: list[list[list[float] | None]] = []
     for series in request.series:
         if series.item_id in entries:
-            mean, rows = _parse_item(entries[series.item_id], series.item_id, card.horizon, levels, problems)
+            entry = entries[series.item_id]
+            mean, rows = _parse_item(entry, series.item_id, card.horizon, levels, problems)
             means.append(mean)
             quants.append(rows)
     if problems:

@@ -33,7 +33,7 @@ from app.baselines.seasonal_naive import seasonal_naive
 from app.catalog.calendar import iso, parse_iso
 from app.catalog.cards import ForecastRequest, TaskCard, Tier, WindowLabels
 from app.scoring import SCORER_VERSION
-from app.scoring.metrics import MetricParts, MetricValues, combine, window_parts
+from app.scoring.metrics import FloatArray, MetricParts, MetricValues, combine, window_parts
 from app.scoring.predictions import ParsedForecast, parse_forecasts
 
 WindowStatus = Literal["ok", "invalid", "timeout", "error", "missing"]
@@ -113,7 +113,7 @@ class TaskScore:
         return self.efficiency.latency_budget_exceeded or self.efficiency.memory_budget_exceeded
 
     def to_dict(self) -> dict[str, Any]:
-        return _finite(asdict(self))
+        return _json_dict(asdict(self))
 
     def flat_metrics(self) -> dict[str, float | None]:
         """``<subset>.<model|baseline|skill>.<metric>`` -> value, for repeats and reports."""
@@ -138,6 +138,11 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _json_dict(document: dict[str, Any]) -> dict[str, Any]:
+    cleaned: dict[str, Any] = _finite(document)
+    return cleaned
+
+
 def _number(value: Any) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return float(value)
@@ -155,13 +160,15 @@ def _baseline_arrays(card: TaskCard, request: ForecastRequest) -> ParsedForecast
     return ParsedForecast(mean=np.array(means, dtype=np.float64), quantiles=quantiles)
 
 
-def _parts(card: TaskCard, request: ForecastRequest, y: np.ndarray, fc: ParsedForecast) -> MetricParts:
+def _parts(
+    card: TaskCard, request: ForecastRequest, y: FloatArray, fc: ParsedForecast
+) -> MetricParts:
     histories = [s.target for s in request.series]
     levels = sorted(card.quantile_levels)
     return window_parts(y, fc.mean, fc.quantiles, histories, card.seasonality, levels)
 
 
-def _label_matrix(request: ForecastRequest, labels: WindowLabels, horizon: int) -> np.ndarray:
+def _label_matrix(request: ForecastRequest, labels: WindowLabels, horizon: int) -> FloatArray:
     rows = [labels.targets[s.item_id] for s in request.series]
     if any(len(r) != horizon for r in rows):
         raise ValueError(f"labels of {request.window_id} do not have {horizon} values per series")
@@ -200,9 +207,7 @@ def _skill(model: MetricValues | None, baseline: MetricValues | None) -> dict[st
     return out
 
 
-def _subset(
-    ids: list[str], valid: dict[str, tuple[MetricParts, MetricParts]]
-) -> SubsetScore:
+def _subset(ids: list[str], valid: dict[str, tuple[MetricParts, MetricParts]]) -> SubsetScore:
     chosen = [valid[w] for w in ids if w in valid]
     model = combine(p for p, _ in chosen) if chosen else None
     baseline = combine(b for _, b in chosen) if chosen else None
@@ -226,7 +231,8 @@ def _efficiency(card: TaskCard, windows: list[WindowScore]) -> Efficiency:
     runtimes = [w.runtime_ms for w in windows if w.runtime_ms is not None]
     memory = [w.memory_mb for w in windows if w.memory_mb is not None]
     violations = sum(
-        1 for w in windows
+        1
+        for w in windows
         if w.status == "timeout" or (w.runtime_ms is not None and w.runtime_ms > budget.latency_ms)
     )
     pct = 100.0 * violations / len(windows) if windows else 0.0
@@ -248,7 +254,8 @@ def _efficiency(card: TaskCard, windows: list[WindowScore]) -> Efficiency:
 
 
 def _failure_reasons(windows: list[WindowScore], eff: Efficiency) -> list[str]:
-    reasons = [_FAILURE_BY_STATUS[s] for s in _FAILURE_BY_STATUS if any(w.status == s for w in windows)]
+    statuses = {w.status for w in windows}
+    reasons = [reason for status, reason in _FAILURE_BY_STATUS.items() if status in statuses]
     if eff.latency_budget_exceeded:
         reasons.append("latency_budget_exceeded")
     if eff.memory_budget_exceeded:
@@ -338,7 +345,7 @@ class RepeatSummary:
     metrics: dict[str, Spread]  # keys of TaskScore.flat_metrics()
 
     def to_dict(self) -> dict[str, Any]:
-        return _finite(asdict(self))
+        return _json_dict(asdict(self))
 
 
 def _spread(values: list[float]) -> Spread:

@@ -22,7 +22,7 @@ from app.auth.service import Caller
 from app.catalog.cards import TaskCard
 from app.clock import Clock
 from app.db import new_id
-from app.queue import RunQueue, enqueue_run_after_commit
+from app.queue import SELF_ATTESTED_CLASS, RunQueue, enqueue_run_after_commit
 from app.registry.reference import parse_image_reference
 from app.registry.resolver import ImageResolver, ResolvedImage
 from app.runs import service as runs
@@ -39,8 +39,6 @@ from app.submissions.errors import (
 from app.submissions.models import Submission, SubmissionStatus
 from app.submissions.repository import SubmissionRepository
 from app.submissions.schemas import SubmissionCreate
-
-SELF_ATTESTED_CLASS = "self-attested"
 
 
 class CatalogView:

@@ -25,7 +25,8 @@ TCP_TARGETS = [
     ("8.8.8.8", 53),
 ]
 UDP_DNS_SERVERS = ["8.8.8.8", "1.1.1.1"]
-HOSTNAMES = ["example.com", "host.containers.internal"]
+HOST_PORTS = [80, 5000, 8333]  # tried on every address the names below resolve to
+LOCAL_NAMES = ["host.containers.internal", "host.docker.internal", "gateway"]  # /etc/hosts entries
 
 
 def _gateways() -> list[str]:
@@ -71,21 +72,29 @@ def _udp_dns(server: str) -> bool:
         return False
 
 
-def _resolve(name: str) -> bool:
+def _resolve(name: str) -> list[str]:
     try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(name, 80)}
+        addresses = sorted({str(info[4][0]) for info in socket.getaddrinfo(name, 80)})
     except OSError as exc:
         log(f"resolve {name} failed: {exc!r}")
-        return False
-    log(f"ESCAPE resolved {name} to {sorted(addresses)}")
-    return True
+        return []
+    log(f"resolved {name} to {addresses}")
+    return addresses
 
 
 def probe() -> bool:
-    results = [_tcp(h, p) for h, p in TCP_TARGETS + [(g, 80) for g in _gateways()]]
+    """True if anything outside the container answered. Resolving a name from /etc/hosts is not
+    an escape by itself (podman writes host.containers.internal there even with no network),
+    so local names only add addresses to try; a DNS answer for example.com is an escape."""
+    targets = TCP_TARGETS + [(g, 80) for g in _gateways()]
+    for name in LOCAL_NAMES:
+        targets += [(a, p) for a in _resolve(name) for p in HOST_PORTS]
+    results = [_tcp(h, p) for h, p in targets]
     results += [_udp_dns(s) for s in UDP_DNS_SERVERS]
-    results += [_resolve(n) for n in HOSTNAMES]
-    return any(results)
+    public = _resolve("example.com")
+    if public:
+        log(f"ESCAPE a DNS server answered for example.com: {public}")
+    return any(results) or bool(public)
 
 
 if __name__ == "__main__":

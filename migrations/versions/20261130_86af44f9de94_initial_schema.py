@@ -112,6 +112,7 @@ def upgrade() -> None:
     sa.Column('created_at', app.db.UTCDateTime(timezone=True), nullable=False),
     sa.Column('status_changed_at', app.db.UTCDateTime(timezone=True), nullable=False),
     sa.Column('heartbeat_at', app.db.UTCDateTime(timezone=True), nullable=True),
+    sa.Column('claimed_at', app.db.UTCDateTime(timezone=True), nullable=True),
     sa.Column('started_at', app.db.UTCDateTime(timezone=True), nullable=True),
     sa.Column('finished_at', app.db.UTCDateTime(timezone=True), nullable=True),
     sa.ForeignKeyConstraint(['submission_id'], ['submissions.id'], name=op.f('fk_runs_submission_id_submissions')),
