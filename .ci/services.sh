@@ -36,7 +36,7 @@ pid_of() {
   [ -f "$file" ] || return 1
   pid=$(cat "$file")
   [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$pattern" || return 1
+  [[ $(tr '\0' ' ' <"/proc/$pid/cmdline") == *"$pattern"* ]] || return 1
   echo "$pid"
 }
 
@@ -180,25 +180,29 @@ EOF
   grep '^export' "$STATE/env.sh"
 }
 
-# stop_one NAME PATTERN: SIGTERM, up to 15 s to exit, then SIGKILL.
-stop_one() {
-  local name=$1 pattern=$2 pid i
-  if ! pid=$(pid_of "$name" "$pattern"); then
-    say "$name: not running (no live pid file)"
+# stop_all NAME:PATTERN...: SIGTERM to each, up to 15 s for all to exit, then SIGKILL.
+stop_all() {
+  local spec name pid pids=() names=() i
+  for spec in "$@"; do
+    name=${spec%%:*}
+    if pid=$(pid_of "$name" "${spec#*:}"); then
+      kill -TERM "$pid" && pids+=("$pid") && names+=("$name")
+    else
+      say "$name: not running (no live pid file)"
+    fi
     rm -f "$STATE/$name.pid"
-    return 0
-  fi
-  kill -TERM "$pid"
-  for i in $(seq 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
   done
-  if kill -0 "$pid" 2>/dev/null; then
-    say "$name (pid $pid) ignored SIGTERM for 15 s; killing it"
-    kill -KILL "$pid"
-  fi
-  rm -f "$STATE/$name.pid"
-  say "$name stopped (pid $pid)"
+  for i in "${!pids[@]}"; do
+    for _ in $(seq 150); do
+      kill -0 "${pids[$i]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "${pids[$i]}" 2>/dev/null; then
+      say "${names[$i]} (pid ${pids[$i]}) ignored SIGTERM for 15 s; killing it"
+      kill -KILL "${pids[$i]}"
+    fi
+    say "${names[$i]} stopped (pid ${pids[$i]})"
+  done
 }
 
 status() {
@@ -225,8 +229,7 @@ case ${1:-} in
     write_env
     ;;
   stop)
-    stop_one seaweedfs 'weed mini'
-    stop_one registry docker-registry
+    stop_all 'seaweedfs:weed mini' registry:docker-registry
     ;;
   status) status ;;
   *) sed -n '2,13p' "$0"; exit 2 ;;

@@ -61,7 +61,7 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
 
     directory = Path(args.dir) if args.dir else get_settings().keys_dir
     directory.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d")
+    stamp = time.strftime("%Y-%m-%d")  # <purpose>-<date>.pem: the key ring's rotation format
     for purpose in ("report", "log"):
         path = directory / f"{purpose}-{stamp}.pem"
         if path.exists() and not args.force:
@@ -125,18 +125,18 @@ def cmd_api(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ensure_dev_keys(settings: Settings) -> dict[str, str]:
-    """Dev generates keys under data_dir/keys; production refuses to start without them."""
-    from app.evidence.keys import generate_keypair
+def _ensure_dev_keys(settings: Settings) -> None:
+    """Generate the dev keys once, before the API and the worker start (both load the ring);
+    production refuses to start without configured keys."""
+    import warnings
+
+    from app.evidence.keys import load_keyring
+    from app.warnings import DevOnlyWarning
 
     settings.keys_dir.mkdir(parents=True, exist_ok=True)
-    env: dict[str, str] = {}
-    for purpose in ("report", "log"):
-        path = settings.keys_dir / f"{purpose}-dev.pem"
-        if not path.exists():
-            generate_keypair(path)
-        env[f"FUTURE_TS_{purpose.upper()}_KEY_PATH"] = str(path)
-    return env
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DevOnlyWarning)
+        load_keyring(settings)
 
 
 def cmd_dev(args: argparse.Namespace) -> int:
@@ -146,7 +146,8 @@ def cmd_dev(args: argparse.Namespace) -> int:
     get_settings.cache_clear()
     settings = get_settings()
     _alembic_upgrade(settings)
-    env = _child_env({"FUTURE_TS_DATA_DIR": str(data_dir), **_ensure_dev_keys(settings)})
+    _ensure_dev_keys(settings)
+    env = _child_env({"FUTURE_TS_DATA_DIR": str(data_dir)})
     os.environ.update(env)
     get_settings.cache_clear()
     token = _dev_token()
@@ -201,7 +202,7 @@ def _client() -> Any:
     import httpx
 
     settings = get_settings()
-    headers = {}
+    headers: dict[str, str] = {}
     if settings.token is not None:
         headers["Authorization"] = f"Bearer {settings.token.get_secret_value()}"
     return httpx.Client(base_url=settings.api_url, headers=headers, timeout=30, trust_env=False)
@@ -242,7 +243,7 @@ def _wait(client: Any, submission_id: str, timeout: float) -> int:
                   transient=False) as progress:
         bar = progress.add_task(f"{submission_id}: queued", total=None)
         while time.monotonic() < deadline:
-            headers = {"If-None-Match": etag} if etag else {}
+            headers: dict[str, str] = {"If-None-Match": etag} if etag else {}
             response = client.get(f"/v1/submissions/{submission_id}", headers=headers)
             if response.status_code == 200:
                 sub, etag = response.json(), response.headers.get("ETag")
@@ -275,9 +276,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_recompute(args: argparse.Namespace) -> int:
-    from app.evidence.cli import run_recompute
+    from app.reports.recompute import run_recompute_cli
 
-    return run_recompute(args.run_id, archive=args.archive, report=args.report)
+    return run_recompute_cli(args.run_id, archive=args.archive)
 
 
 def build_parser() -> argparse.ArgumentParser:

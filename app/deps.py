@@ -13,11 +13,14 @@ from sqlalchemy.orm import Session
 from app.auth.errors import RoleNotAllowed, TokenMissing
 from app.auth.models import Role
 from app.auth.service import Caller, authenticate
+from app.catalog import Catalog
 from app.clock import Clock, SystemClock
 from app.db import session_scope
+from app.evidence.keys import KeyRing
 from app.queue import CeleryRunQueue, RunQueue, get_celery_client
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
 from app.settings import Settings, get_settings
+from app.storage.port import ArtifactStore
 from app.submissions.service import CatalogView
 
 
@@ -94,3 +97,36 @@ def require_author_or_staff(caller: CallerDep) -> Caller:
 
 StaffDep = Annotated[Caller, Depends(require_staff)]
 AuthorDep = Annotated[Caller, Depends(require_author_or_staff)]
+
+
+@lru_cache(maxsize=1)
+def _store() -> ArtifactStore:
+    from app.storage import build_store
+
+    return build_store(get_settings())
+
+
+def get_store() -> ArtifactStore:
+    return _store()
+
+
+@lru_cache(maxsize=1)
+def _keyring() -> KeyRing:
+    from app.evidence.keys import load_keyring
+
+    return load_keyring(get_settings())
+
+
+def get_keyring() -> KeyRing:
+    return _keyring()
+
+
+def get_catalog() -> Catalog:
+    from app.catalog import load_catalog
+
+    return load_catalog(get_settings().catalog_version)
+
+
+StoreDep = Annotated[ArtifactStore, Depends(get_store)]
+KeyRingDep = Annotated[KeyRing, Depends(get_keyring)]
+FullCatalogDep = Annotated[Catalog, Depends(get_catalog)]

@@ -10,12 +10,19 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import health
+from app import health, metrics
+from app.audit import endpoints as audit
 from app.errors import DomainError, ErrorBody
+from app.events import endpoints as events
+from app.logs import endpoints as logs
+from app.quotas import endpoints as quotas
+from app.reports import endpoints as reports
 from app.runs import endpoints as runs
+from app.runs import staff_endpoints as run_history
 from app.settings import get_settings
 from app.submissions import endpoints as submissions
 from app.taskcards import endpoints as taskcards
+from app.webhooks import endpoints as webhooks
 
 API_VERSION = "0.1.0"
 
@@ -128,5 +135,13 @@ def create_app() -> FastAPI:
     app.include_router(submissions.router)
     app.include_router(runs.router)
     app.include_router(taskcards.router)
+    app.include_router(reports.router)
+    app.include_router(run_history.router)
+    app.include_router(events.router)
+    app.include_router(webhooks.router)
+    app.include_router(logs.router)
+    app.include_router(quotas.router)
+    app.include_router(audit.router)
+    app.include_router(metrics.router)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     return app

@@ -70,6 +70,22 @@ class Settings(BaseSettings):
     quota_runs_in_flight: int = 4
     max_body_bytes: int = 1024 * 1024
     webhook_secret: SecretStr = SecretStr("")
+    # Retry-After for a refused submission when the runs-in-flight quota is the limit (a run's
+    # end cannot be predicted; the daily quota's Retry-After is exact).
+    quota_in_flight_retry_after_s: int = Field(default=60, ge=1)
+    # Webhooks: https to public addresses only, except these host[:port] (dev and tests only;
+    # production refuses any).
+    webhook_insecure_hosts: list[str] = Field(default_factory=list)
+    webhook_max_attempts: int = Field(default=8, ge=1, le=20)
+    webhook_backoff_base_s: float = Field(default=10.0, gt=0)
+    webhook_timeout_s: float = Field(default=10.0, gt=0)
+    # Server-Sent Events: database poll interval, heartbeat comment interval, longest stream
+    # (the client reconnects with Last-Event-ID).
+    sse_poll_interval_s: float = Field(default=0.5, gt=0)
+    sse_ping_s: float = Field(default=15.0, gt=0)
+    sse_max_stream_s: float = Field(default=3600.0, gt=0)
+    # GET /metrics: run durations and prediction latencies cover runs finished this recently.
+    metrics_window_s: int = Field(default=3600, ge=60)
 
     @model_validator(mode="after")
     def _refuse_placeholders_in_production(self) -> Settings:
@@ -90,6 +106,8 @@ class Settings(BaseSettings):
             problems.append("a log signing key must be configured")
         if self.runner_backend == "process":
             problems.append("the process backend is dev-only")
+        if self.webhook_insecure_hosts:
+            problems.append("FUTURE_TS_WEBHOOK_INSECURE_HOSTS is for dev and tests only")
         if problems:
             raise ValueError("; ".join(problems))
         return self

@@ -11,8 +11,9 @@ Rules:
 * Metadata: ``model_name``, ``organization``, ``training_cutoff`` and ``frozen_at`` are present;
   times carry a timezone; ``frozen_at >= training_cutoff``; ``frozen_at`` is not after the
   platform received the submission (when that time is given).
-* A pretraining manifest (an object with a ``datasets`` list) is required when any selected
-  task card says ``requires_pretraining_manifest``.
+* A pretraining manifest (an object with a ``datasets`` list of names; the API's
+  ``pretraining_data_manifest`` name list is accepted as that list) is required, with at least
+  one entry, when any selected task card says ``requires_pretraining_manifest``.
 * ``sealed`` needs an image and carries no predictions; ``self_attested`` carries predictions
   (``{task_id: [{"window_id", "forecasts"}]}``) for every window of every task, and no image.
 """
@@ -37,6 +38,7 @@ _METADATA_FIELDS = (
     "training_cutoff",
     "frozen_at",
     "pretraining_manifest",
+    "pretraining_data_manifest",
 )
 
 
@@ -82,10 +84,18 @@ class SubmissionInput:
             organization=merged.get("organization"),
             training_cutoff=merged.get("training_cutoff"),
             frozen_at=merged.get("frozen_at"),
-            pretraining_manifest=merged.get("pretraining_manifest"),
+            pretraining_manifest=_manifest_of(merged),
             image=merged.get("image"),
             predictions=merged.get("predictions"),
         )
+
+
+def _manifest_of(fields: Mapping[str, Any]) -> Any:
+    """``pretraining_manifest`` as given, or the API's ``pretraining_data_manifest`` name list."""
+    if fields.get("pretraining_manifest") is not None:
+        return fields["pretraining_manifest"]
+    names = fields.get("pretraining_data_manifest")
+    return {"datasets": list(names)} if isinstance(names, list) else None
 
 
 def resolve_tasks(
@@ -99,14 +109,13 @@ def resolve_tasks(
             chosen += catalog.suite(sub.suite)
         except UnknownSuite as exc:
             problems.append(ValidationProblem("unknown_suite", str(exc), "suite"))
+    catalog_ids = set(catalog.task_ids())
     known: list[str] = []
     for task_id in chosen:
-        try:
-            catalog.card(task_id)
-        except UnknownTask as exc:
-            problems.append(ValidationProblem("unknown_task", str(exc), "tasks"))
-            continue
-        if task_id not in known:
+        if task_id not in catalog_ids:
+            message = str(UnknownTask(task_id, catalog.version))
+            problems.append(ValidationProblem("unknown_task", message, "tasks"))
+        elif task_id not in known:
             known.append(task_id)
     if not chosen and not problems:
         problems.append(ValidationProblem("no_tasks", "select a task or a suite", "tasks"))
@@ -200,34 +209,34 @@ def _metadata(sub: SubmissionInput, received_at: datetime | None) -> list[Valida
     return problems
 
 
-def _manifest(sub: SubmissionInput, cards: Sequence[TaskCard]) -> list[ValidationProblem]:
-    manifest = sub.pretraining_manifest
-    needed_by = [c.task_id for c in cards if c.requires_pretraining_manifest]
-    if manifest is None:
-        if not needed_by:
-            return []
-        return [
-            ValidationProblem(
-                "pretraining_manifest_required",
-                f"tasks {', '.join(needed_by)} require a pretraining manifest",
-                "pretraining_manifest",
-            )
-        ]
+def _manifest_problem(manifest: Any) -> str | None:
     datasets = manifest.get("datasets") if isinstance(manifest, Mapping) else None
-    entries_ok = isinstance(datasets, list) and all(
+    if not isinstance(datasets, list) or not all(
         isinstance(d, str) or (isinstance(d, Mapping) and isinstance(d.get("name"), str))
         for d in datasets
-    )
-    if entries_ok:
-        return []
-    return [
-        ValidationProblem(
-            "invalid_pretraining_manifest",
+    ):
+        return (
             'the pretraining manifest must be an object with a "datasets" list of names or '
-            '{"name": ...} objects (an empty list declares no pretraining data)',
-            "pretraining_manifest",
+            '{"name": ...} objects'
         )
-    ]
+    return None
+
+
+def _manifest(sub: SubmissionInput, cards: Sequence[TaskCard]) -> list[ValidationProblem]:
+    """An empty manifest cannot tell "no pretraining data" from "not declared", so tasks that
+    require one need at least one entry; a model without pretraining data declares ``"none"``."""
+    manifest = sub.pretraining_manifest
+    where = "pretraining_manifest"
+    if manifest is not None and (problem := _manifest_problem(manifest)):
+        return [ValidationProblem("invalid_pretraining_manifest", problem, where)]
+    needed_by = [c.task_id for c in cards if c.requires_pretraining_manifest]
+    if needed_by and not (manifest and manifest.get("datasets")):
+        message = (
+            f"tasks {', '.join(needed_by)} require a pretraining manifest that lists the "
+            'pretraining datasets (declare ["none"] if there were none)'
+        )
+        return [ValidationProblem("pretraining_manifest_required", message, where)]
+    return []
 
 
 def _artifacts(sub: SubmissionInput) -> list[ValidationProblem]:

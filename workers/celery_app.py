@@ -12,7 +12,7 @@ from app.settings import get_settings
 
 app = make_celery(get_settings(), "future_ts_worker")
 app.conf.update(
-    include=["workers.tasks"],
+    include=["workers.tasks", "workers.webhooks"],
     task_time_limit=6 * 3600,
     task_soft_time_limit=6 * 3600 - 60,
     worker_max_tasks_per_child=200,
@@ -20,6 +20,8 @@ app.conf.update(
         "reap-stuck-runs": {"task": "runs.reap_stuck", "schedule": 30.0,
                             "options": {"queue": "maintenance"}},
         "requeue-stale-queued": {"task": "runs.requeue_stale", "schedule": 60.0,
+                                 "options": {"queue": "maintenance"}},
+        "resend-lost-webhooks": {"task": "webhooks.sweep", "schedule": 60.0,
                                  "options": {"queue": "maintenance"}},
     },
 )

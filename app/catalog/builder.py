@@ -8,7 +8,7 @@ is given belongs to a period that started (and, for period-start timestamps, end
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from app.catalog.calendar import iso, parse_iso, shift, timestamps
@@ -38,7 +38,7 @@ class BuiltTask:
 
     card: TaskCard
     requests: tuple[ForecastRequest, ...]
-    labels: dict[str, WindowLabels] = field(default_factory=dict)
+    labels: dict[str, WindowLabels]
 
 
 def build_task(spec: TaskSpec) -> BuiltTask:

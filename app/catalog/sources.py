@@ -9,7 +9,6 @@ SHA-256 of the snapshot's RFC 8785 canonical JSON.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,9 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import rfc8785
-
 from app.catalog.calendar import iso
+from app.evidence.jcs import canonical_sha256
 
 PACKAGE = "statsmodels"
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
@@ -63,7 +61,7 @@ class SourceSnapshot:
 
 def sha256_id(document: Any) -> str:
     """``"sha256:<hex>"`` of the RFC 8785 canonical JSON of ``document``."""
-    return "sha256:" + hashlib.sha256(rfc8785.dumps(document)).hexdigest()
+    return "sha256:" + canonical_sha256(document)
 
 
 def package_version() -> str:

@@ -1,4 +1,4 @@
-"""C2SP signed notes (c2sp.org/signed-note) and transparency-log checkpoints (c2sp.org/tlog-checkpoint).
+"""C2SP signed notes (c2sp.org/signed-note) and log checkpoints (c2sp.org/tlog-checkpoint).
 
 A checkpoint is the note text::
 

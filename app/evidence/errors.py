@@ -53,3 +53,7 @@ class SameKeyForBothPurposes(KeyConfigError):
 
 class MalformedJWKS(EvidenceError):
     """A JWKS document (or one of its keys) is not a valid OKP/Ed25519 key set."""
+
+
+class ArchiveObjectMissing(EvidenceError):
+    """The archive has no object of that name."""

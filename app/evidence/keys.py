@@ -14,9 +14,10 @@ Key directory layout (``Settings.keys_dir``)::
 
     report-2026-01-01.pem        PKCS#8 private key, valid from 2026-01-01T00:00:00Z
     report-2025-06-01.pub.pem    a retired key whose private part was destroyed (public only)
-    log-2026-01-01.pem
+    log-20260101.pem             (the date may also be written without dashes)
 
-A key's window ends where the next key of the same purpose begins.
+A key's window ends where the next key of the same purpose begins. Other files (for example
+``report-dev.pem`` named by an explicit ``*_KEY_PATH``) are not part of the dated chain.
 
 JWKS members (RFC 7517 allows extra members; ours carry the ``future_ts:`` prefix)::
 
@@ -63,7 +64,7 @@ PURPOSES: tuple[Purpose, ...] = ("report", "log")
 JWK_PURPOSE = "future_ts:purpose"
 JWK_NOT_BEFORE = "future_ts:not_before"
 JWK_NOT_AFTER = "future_ts:not_after"
-_KEY_FILE = re.compile(r"^(report|log)-(\d{4}-\d{2}-\d{2})(\.pub)?\.pem$")
+_KEY_FILE = re.compile(r"^(report|log)-(\d{4})-?(\d{2})-?(\d{2})(\.pub)?\.pem$")
 
 
 # --- encodings ----------------------------------------------------------------------------------
@@ -108,7 +109,7 @@ def raw_public_key(public_key: Ed25519PublicKey) -> bytes:
 
 
 def jwk_thumbprint(public_key: Ed25519PublicKey | bytes) -> str:
-    """RFC 7638 thumbprint of an OKP/Ed25519 key (RFC 8037 section 2): the ``kid`` and DSSE keyid."""
+    """RFC 7638 thumbprint of an OKP/Ed25519 key (RFC 8037 section 2): ``kid`` and DSSE keyid."""
     raw = public_key if isinstance(public_key, bytes) else raw_public_key(public_key)
     if len(raw) != 32:
         raise ValueError("an Ed25519 public key is 32 bytes")
@@ -257,7 +258,7 @@ class VerificationKey:
             not_before, not_after = (parse_time(str(w)) if w else None for w in windows)
         except (KeyError, ValueError) as exc:
             raise MalformedJWKS(f"key {jwk.get('kid')!r}: {exc}") from exc
-        key = cls(purpose, public_key, not_before, not_after)  # type: ignore[arg-type]  # checked
+        key = cls(purpose, public_key, not_before, not_after)
         if jwk.get("kid") != key.kid:
             raise MalformedJWKS(f"kid {jwk.get('kid')!r} is not the key's thumbprint {key.kid}")
         return key
@@ -364,8 +365,9 @@ def _key_files(keys_dir: Path, purpose: Purpose) -> list[tuple[datetime, Path, b
     for path in keys_dir.iterdir():
         match = _KEY_FILE.match(path.name)
         if match and match.group(1) == purpose:
-            start = datetime.combine(date.fromisoformat(match.group(2)), datetime.min.time(), UTC)
-            found.append((start, path, match.group(3) is not None))
+            day = date(int(match.group(2)), int(match.group(3)), int(match.group(4)))
+            start = datetime.combine(day, datetime.min.time(), UTC)
+            found.append((start, path, match.group(5) is not None))
     starts = [start for start, _, _ in found]
     if len(set(starts)) != len(starts):
         raise KeyConfigError(f"two {purpose} keys in {keys_dir} start on the same date")

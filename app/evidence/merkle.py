@@ -1,16 +1,17 @@
 """RFC 6962 / RFC 9162 Merkle tree hashing, the compact range, inclusion and consistency proofs.
 
-Hashing (RFC 9162 section 2.1.1): ``leaf = SHA-256(0x00 || data)``, ``node = SHA-256(0x01 || l || r)``,
-the empty tree's root is ``SHA-256("")``, and a tree of ``n > 1`` leaves splits at the largest power
-of two ``k < n``. The 0x00/0x01 prefixes are the domain separation that gives second-preimage
-resistance; never use the Bitcoin construction (duplicating an odd last node).
+Hashing (RFC 9162 section 2.1.1): ``leaf = SHA-256(0x00 || data)``,
+``node = SHA-256(0x01 || l || r)``, the empty tree's root is ``SHA-256("")``, and a tree of
+``n > 1`` leaves splits at the largest power of two ``k < n``. The 0x00/0x01 prefixes are the
+domain separation that gives second-preimage resistance; never use the Bitcoin construction
+(duplicating an odd last node).
 
 A *compact range* ``[0, n)`` is the list of roots of the perfect subtrees that cover the leaves,
 largest (leftmost) first: one hash per set bit of ``n``. Appending a leaf merges as many subtrees as
 ``n`` has trailing one bits, so the state is O(log n) and the root is available at any size.
 
-Proofs follow RFC 6962 section 2.1.1 (PATH) and 2.1.2 (SUBPROOF); their verification follows RFC 9162
-sections 2.1.3.2 and 2.1.4.2 step by step. Hashes are raw 32-byte ``bytes``.
+Proofs follow RFC 6962 section 2.1.1 (PATH) and 2.1.2 (SUBPROOF); their verification follows
+RFC 9162 sections 2.1.3.2 and 2.1.4.2 step by step. Hashes are raw 32-byte ``bytes``.
 """
 
 from __future__ import annotations
@@ -214,8 +215,10 @@ def verify_consistency(
         return
     if not proof:
         raise MerkleProofInvalid("empty consistency proof")
-    for h, what in ((root1, "first root"), (root2, "second root"), *((p, "proof hash") for p in proof)):
-        _check_hash(h, what)
+    _check_hash(root1, "first root")
+    _check_hash(root2, "second root")
+    for p in proof:
+        _check_hash(p, "proof hash")
     path = [root1, *proof] if size1 & (size1 - 1) == 0 else list(proof)
     fn, sn = size1 - 1, size2 - 1
     while fn & 1:

@@ -120,7 +120,8 @@ def task_skill(score: TaskScore, metric: str, subset: Subset = "ranked") -> floa
 
 def tier_weights(tiers: Iterable[str]) -> dict[str, float]:
     """``TIER_WEIGHTS`` renormalised over the tiers present."""
-    present = [t for t in TIERS if t in set(tiers)]
+    given = set(tiers)
+    present = [t for t in TIERS if t in given]
     total = sum(TIER_WEIGHTS[t] for t in present)
     return {t: TIER_WEIGHTS[t] / total for t in present} if total else {}
 

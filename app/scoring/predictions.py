@@ -1,9 +1,11 @@
 """The shape rules for a model's forecasts, shared by the scorer and the self-attested path.
 
 A forecast answer for a window is valid when it has exactly one entry per series of the request,
-each with ``mean`` and every quantile level of the task as ``horizon`` finite numbers. Anything
-else makes the window invalid: it is counted and reported, never repaired (no reordering of
-crossed quantiles, no filling of gaps). Extra quantile levels are ignored.
+each with ``mean`` and ``quantiles`` of ``horizon`` finite numbers (integers count, booleans do
+not), the quantiles keyed by exactly the task's levels as ``repr(float(level))`` (``"0.1"``), as
+the forward protocol and the runner's answer check (``workers/runner/validate.py``) require.
+Anything else makes the window invalid: it is counted and reported, never repaired (no
+reordering of crossed quantiles, no filling of gaps).
 """
 
 from __future__ import annotations
@@ -19,6 +21,11 @@ from app.catalog.cards import ForecastRequest, TaskCard
 from app.scoring.metrics import FloatArray
 
 MAX_PROBLEMS = 20
+
+
+def quantile_key(level: float) -> str:
+    """The protocol's key for a quantile level: ``repr(float(level))``, e.g. ``"0.1"``."""
+    return repr(float(level))
 
 
 @dataclass(frozen=True)
@@ -41,38 +48,17 @@ def _numbers(value: Any, horizon: int, what: str, problems: list[str]) -> list[f
     return [float(v) for v in value]
 
 
-def _levels_by_value(
-    quantiles: Mapping[Any, Any], what: str, problems: list[str]
-) -> dict[float, Any]:
-    by_level: dict[float, Any] = {}
-    for key, values in quantiles.items():
-        try:
-            level = float(key)
-        except (TypeError, ValueError):
-            problems.append(f"{what}: quantile key {key!r} is not a number")
-            continue
-        if level in by_level:
-            problems.append(f"{what}: quantile level {key!r} given twice")
-        by_level[level] = values
-    return by_level
-
-
 def _parse_item(
     entry: Mapping[str, Any], item: str, horizon: int, levels: Sequence[float], problems: list[str]
 ) -> tuple[list[float] | None, list[list[float] | None]]:
     mean = _numbers(entry.get("mean"), horizon, f"{item}: mean", problems)
     quantiles = entry.get("quantiles")
-    if not isinstance(quantiles, Mapping):
-        problems.append(f"{item}: quantiles must be an object keyed by level")
+    keys = [quantile_key(level) for level in levels]
+    if not isinstance(quantiles, Mapping) or set(quantiles) != set(keys):
+        got = sorted(map(str, quantiles))[:12] if isinstance(quantiles, Mapping) else "none"
+        problems.append(f"{item}: quantile keys are {got}, expected exactly {sorted(keys)}")
         return mean, [None]
-    by_level = _levels_by_value(quantiles, item, problems)
-    rows: list[list[float] | None] = []
-    for level in levels:
-        if level not in by_level:
-            problems.append(f"{item}: quantile level {level!r} is missing")
-            rows.append(None)
-        else:
-            rows.append(_numbers(by_level[level], horizon, f"{item}: quantile {level!r}", problems))
+    rows = [_numbers(quantiles[k], horizon, f"{item}: quantile {k}", problems) for k in keys]
     return mean, rows
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -34,7 +34,7 @@ from app.catalog.calendar import iso, parse_iso
 from app.catalog.cards import ForecastRequest, TaskCard, Tier, WindowLabels
 from app.scoring import SCORER_VERSION
 from app.scoring.metrics import FloatArray, MetricParts, MetricValues, combine, window_parts
-from app.scoring.predictions import ParsedForecast, parse_forecasts
+from app.scoring.predictions import ParsedForecast, parse_forecasts, quantile_key
 
 WindowStatus = Literal["ok", "invalid", "timeout", "error", "missing"]
 RECORD_STATUSES = frozenset({"ok", "invalid", "timeout", "error"})
@@ -105,7 +105,6 @@ class TaskScore:
     failure_reasons: list[str]
     unmatched_records: list[str]  # window ids of records that name no window of this task
     scorer_version: str = SCORER_VERSION
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -155,7 +154,7 @@ def _baseline_arrays(card: TaskCard, request: ForecastRequest) -> ParsedForecast
     for series in request.series:
         mean, q = seasonal_naive(series.target, card.horizon, card.seasonality, levels)
         means.append(mean)
-        quants.append([q[repr(float(level))] for level in levels])
+        quants.append([q[quantile_key(level)] for level in levels])
     quantiles = np.array(quants, dtype=np.float64).transpose(1, 0, 2)
     return ParsedForecast(mean=np.array(means, dtype=np.float64), quantiles=quantiles)
 
@@ -267,6 +266,47 @@ def _is_ranked(labels: WindowLabels, frozen_at: datetime | None) -> bool:
     return frozen_at is None or parse_iso(labels.available_at) > frozen_at
 
 
+def _group_records(
+    task_id: str, records: Iterable[Mapping[str, Any]]
+) -> dict[str, list[Mapping[str, Any]]]:
+    """Records by window id; a record of another task is keyed ``task:window`` so it never
+    matches a window here and is reported as unmatched."""
+    by_window: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for record in records:
+        key = str(record.get("window_id"))
+        if record.get("task_id", task_id) != task_id:
+            key = f"{record.get('task_id')}:{key}"
+        by_window[key].append(record)
+    return by_window
+
+
+def _score_window(
+    card: TaskCard,
+    request: ForecastRequest,
+    labels: WindowLabels,
+    records: list[Mapping[str, Any]],
+    frozen_at: datetime | None,
+) -> tuple[WindowScore, tuple[MetricParts, MetricParts] | None]:
+    """The window's score, and its (model, baseline) parts when the window is valid."""
+    y = _label_matrix(request, labels, card.horizon)
+    status, problems, parsed = _judge(card, request, records)
+    baseline = _parts(card, request, y, _baseline_arrays(card, request))
+    model = _parts(card, request, y, parsed) if parsed is not None else None
+    only = records[0] if len(records) == 1 else {}
+    window = WindowScore(
+        window_id=request.window_id,
+        status=status,
+        problems=problems,
+        ranked=_is_ranked(labels, frozen_at),
+        labels_available_at=labels.available_at,
+        runtime_ms=_number(only.get("runtime_ms")),
+        memory_mb=_number(only.get("memory_mb")),
+        model=combine([model]) if model is not None else None,
+        baseline=combine([baseline]),
+    )
+    return window, ((model, baseline) if model is not None else None)
+
+
 def score_task(
     card: TaskCard,
     requests: Sequence[ForecastRequest],
@@ -280,37 +320,15 @@ def score_task(
     """
     if frozen_at is not None and frozen_at.tzinfo is None:
         raise ValueError("frozen_at must be timezone-aware")
-    by_window: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for record in records:
-        if record.get("task_id", card.task_id) == card.task_id:
-            by_window[str(record.get("window_id"))].append(record)
-        else:
-            by_window[f"{record.get('task_id')}:{record.get('window_id')}"].append(record)
+    by_window = _group_records(card.task_id, records)
     windows: list[WindowScore] = []
     valid: dict[str, tuple[MetricParts, MetricParts]] = {}
     for request in requests:
-        window_labels = labels[request.window_id]
-        y = _label_matrix(request, window_labels, card.horizon)
         recs = by_window.pop(request.window_id, [])
-        status, problems, parsed = _judge(card, request, recs)
-        baseline = _parts(card, request, y, _baseline_arrays(card, request))
-        model = _parts(card, request, y, parsed) if parsed is not None else None
-        if model is not None:
-            valid[request.window_id] = (model, baseline)
-        only = recs[0] if len(recs) == 1 else {}
-        windows.append(
-            WindowScore(
-                window_id=request.window_id,
-                status=status,
-                problems=problems,
-                ranked=_is_ranked(window_labels, frozen_at),
-                labels_available_at=window_labels.available_at,
-                runtime_ms=_number(only.get("runtime_ms")),
-                memory_mb=_number(only.get("memory_mb")),
-                model=combine([model]) if model is not None else None,
-                baseline=combine([baseline]),
-            )
-        )
+        window, parts = _score_window(card, request, labels[request.window_id], recs, frozen_at)
+        windows.append(window)
+        if parts is not None:
+            valid[request.window_id] = parts
     ranked_ids = [w.window_id for w in windows if w.ranked]
     excluded_ids = [w.window_id for w in windows if not w.ranked]
     eff = _efficiency(card, windows)
@@ -373,7 +391,8 @@ def records_from_predictions(
 ) -> list[dict[str, Any]]:
     """Turn a self-attested ``[{"window_id", "forecasts"}]`` list into log-shaped records.
 
-    They carry no runtime or memory: those only come from the platform.
+    Submitter-reported ``runtime_ms`` / ``memory_mb`` are carried over when present; the
+    capability vector of a ``self_attested`` report flags the E they produce as not comparable.
     """
     return [
         {
@@ -381,6 +400,7 @@ def records_from_predictions(
             "window_id": p.get("window_id"),
             "status": "ok",
             "answer": {"type": "prediction", "forecasts": p.get("forecasts")},
+            **{k: p[k] for k in ("runtime_ms", "memory_mb") if k in p},
         }
         for p in predictions
     ]

@@ -18,6 +18,8 @@ from app.deps import (
     SettingsDep,
 )
 from app.errors import error_responses
+from app.quotas import service as quotas
+from app.quotas.errors import QuotaExceeded
 from app.registry.reference import InvalidImageReference
 from app.registry.resolver import ImageUnresolvable, RegistryUnavailable
 from app.submissions import service
@@ -38,6 +40,7 @@ from app.submissions.schemas import (
     SubmissionPage,
     SubmissionPublicOut,
 )
+from app.webhooks.errors import WebhookUrlRejected
 
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
 AUTH_ERRORS = (TokenMissing, TokenInvalid)
@@ -47,7 +50,8 @@ AUTH_ERRORS = (TokenMissing, TokenInvalid)
     "", status_code=status.HTTP_202_ACCEPTED, response_model=SubmissionOut,
     responses=error_responses(*AUTH_ERRORS, RoleNotAllowed, SubmissionInvalid,
                               InvalidImageReference, ImageUnresolvable, ArtifactUriRejected,
-                              IdempotencyKeyReused, RegistryUnavailable),
+                              IdempotencyKeyReused, RegistryUnavailable, WebhookUrlRejected,
+                              QuotaExceeded),
 )
 def create_submission(
     body: SubmissionCreate, response: Response, session: SessionDep, caller: AuthorDep,
@@ -55,11 +59,20 @@ def create_submission(
     settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> SubmissionOut | SubmissionPublicOut:
-    """Accept a submission. A 202 means it is durable: it is committed before the answer."""
+    """Accept a submission. A 202 means it is durable: it is committed before the answer.
+
+    Quotas (authors; staff are exempt): ``X-Quota-Limit``/``-Remaining``/``-Reset`` (Unix time)
+    for submissions in a rolling 24 hours and ``X-Quota-In-Flight-Limit``/``-Remaining`` come
+    with every answer; over a quota the answer is 429 ``QuotaExceeded`` with ``Retry-After``.
+    """
+    policy = quotas.QuotaPolicy.from_settings(settings)
     ctx = service.IntakeContext(clock=clock, resolver=resolver, catalog=catalog, queue=queue,
-                                artifact_allowed_hosts=settings.artifact_allowed_hosts)
+                                artifact_allowed_hosts=settings.artifact_allowed_hosts,
+                                quota=policy,
+                                webhook_insecure_hosts=settings.webhook_insecure_hosts)
     sub, _created = service.create_submission(session, ctx, caller, body, idempotency_key)
     response.headers["Location"] = f"/v1/submissions/{sub.id}"
+    response.headers.update(quotas.headers(quotas.status(session, clock, policy, caller)))
     return present(session, caller, sub)
 
 

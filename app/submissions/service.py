@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +23,7 @@ from app.catalog.cards import TaskCard
 from app.clock import Clock
 from app.db import new_id
 from app.queue import SELF_ATTESTED_CLASS, RunQueue, enqueue_run_after_commit
+from app.quotas import service as quotas
 from app.registry.reference import parse_image_reference
 from app.registry.resolver import ImageResolver, ResolvedImage
 from app.runs import service as runs
@@ -39,6 +40,8 @@ from app.submissions.errors import (
 from app.submissions.models import Submission, SubmissionStatus
 from app.submissions.repository import SubmissionRepository
 from app.submissions.schemas import SubmissionCreate
+from app.webhooks import service as webhooks
+from app.webhooks.urls import check_webhook_url
 
 
 class CatalogView:
@@ -57,6 +60,9 @@ class IntakeContext:
     queue: RunQueue
     artifact_allowed_hosts: list[str]
     resolve_artifact_dns: bool = True
+    # None: no quota check (internal callers); the API always passes the configured policy.
+    quota: quotas.QuotaPolicy | None = None
+    webhook_insecure_hosts: list[str] = field(default_factory=list)
 
 
 def request_fingerprint(body: SubmissionCreate) -> str:
@@ -115,6 +121,9 @@ def create_submission(
         existing = repo.by_idempotency_key(caller.id, idempotency_key)
         if existing is not None:
             return _replay(existing, fingerprint), False
+    if ctx.quota is not None:
+        # Before anything costly (the registry call); a replay above never counts twice.
+        quotas.enforce(session, ctx.clock, ctx.quota, caller)
     cards = _task_cards(body, ctx.catalog)
     problems = _problems(body, cards)
     if problems:
@@ -122,6 +131,9 @@ def create_submission(
     if body.artifact_uri:
         check_artifact_uri(body.artifact_uri, ctx.artifact_allowed_hosts,
                            resolve=ctx.resolve_artifact_dns)
+    if body.webhook_url:
+        check_webhook_url(body.webhook_url, ctx.webhook_insecure_hosts,
+                          resolve=ctx.resolve_artifact_dns)
     resolved = _resolve(ctx, body)
     sub = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
     try:
@@ -203,7 +215,8 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
 def cancel(session: Session, clock: Clock, caller: Caller, submission_id: str,
            reason: str | None) -> Submission:
     """Cancel the latest run if it is not terminal. The worker sees the state change and stops
-    and removes the container; a queued run is dropped when a worker claims it."""
+    and removes the container; a queued run is dropped when a worker claims it. The quota is
+    refunded by the state itself: a cancelled run no longer counts (``app.quotas``)."""
     sub = get_visible(session, caller, submission_id)
     if caller.role.value == "reader":
         raise SubmissionNotFound(f"submission {submission_id} not found")
@@ -214,5 +227,6 @@ def cancel(session: Session, clock: Clock, caller: Caller, submission_id: str,
                     failure_reason="cancelled", detail={"reason": reason})
     audit.record(session, clock, actor=caller.name, action="submission.cancel",
                  target_type="submission", target_id=sub.id, reason=reason,
-                 detail={"run_id": run.id})
+                 detail={"run_id": run.id, "by_staff": caller.is_staff, "quota_refunded": True})
+    webhooks.notify_terminal(session, run, clock=clock)
     return sub

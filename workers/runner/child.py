@@ -194,13 +194,17 @@ class PopenSealedProcess:
     def _probe(self) -> MemoryProbe | None:
         # Attached lazily: a container's cgroup exists only once the runtime has created it,
         # and the first call comes after "ready", outside any timed region.
-        if self._memory is None and self._memory_source is not None and not self._closed:
-            if self._attach_tries < _MAX_ATTACH_TRIES:
-                self._attach_tries += 1
-                try:
-                    self._memory = self._memory_source()
-                except OSError as exc:
-                    log.debug("memory probe for %s not attached yet: %s", self._name, exc)
+        if (
+            self._memory is None
+            and self._memory_source is not None
+            and not self._closed
+            and self._attach_tries < _MAX_ATTACH_TRIES
+        ):
+            self._attach_tries += 1
+            try:
+                self._memory = self._memory_source()
+            except OSError as exc:
+                log.debug("memory probe for %s not attached yet: %s", self._name, exc)
         return self._memory
 
     def memory_bytes(self) -> int | None:
@@ -227,6 +231,9 @@ class PopenSealedProcess:
     @property
     def exit_code(self) -> int | None:
         return exit_code_of(self._popen.returncode)
+
+    def runtime_error(self) -> str | None:
+        return None
 
     def poll(self) -> int | None:
         return exit_code_of(self._popen.poll())
@@ -259,13 +266,14 @@ class PopenSealedProcess:
         try:
             if self._popen.poll() is None:
                 self.kill()
-                if self.wait(5.0) is None:
-                    self._popen.kill()  # the client itself; the container goes in _release
-                    self.wait(5.0)
+            # Closing our ends first: a client still copying a flood to us gets EPIPE and exits.
             for pipe in (self._popen.stdin, self._popen.stdout):
                 if pipe is not None:
                     with contextlib.suppress(OSError):
                         pipe.close()
+            if self.wait(5.0) is None:
+                self._popen.kill()  # the client itself; the container goes in _release
+                self.wait(5.0)
             if self._pump is not None:
                 self._pump.join(2.0)
             if self._popen.stderr is not None:

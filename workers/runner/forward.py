@@ -68,6 +68,8 @@ TaskStatus = Literal[
 RecordStatus = Literal["ok", "invalid", "timeout", "error"]
 Cancel = threading.Event | Callable[[], bool] | None
 _MIB = 1024 * 1024
+# The stream is still in step after these, so the model gets a "bye" instead of a SIGKILL.
+_POLITE_ENDS = frozenset({"completed", "invalid_predictions", "latency_budget_exceeded"})
 _NS_PER_S = 1_000_000_000
 _BYTES_PER_NUMBER = 32  # "-1.2345678901234567e+308," is 25
 
@@ -258,9 +260,8 @@ class _Session:
         code = self.proc.wait(self.limits.exit_wait_s)
         if code is None:
             return _Stop("protocol_error", f"the model closed stdout {when} but kept running")
-        runtime_error = getattr(self.proc, "runtime_error", None)
-        message = runtime_error() if callable(runtime_error) else None
-        if isinstance(message, str) and message:
+        message = self.proc.runtime_error()
+        if message:
             return _Stop("platform_error", f"the runtime failed {when}: {message}")
         if code == 137 and not self.proc.killed_by_platform:
             oom = self.proc.oom_observed()
@@ -372,7 +373,7 @@ class _Session:
             "answer": verdict.answer,
             "detail": verdict.detail,
         }
-        self._count(verdict.status, runtime_ms)
+        self._count(verdict.status, runtime_ms, answered=end_ns is not None)
         self.on_record(record)
         return stop
 
@@ -388,7 +389,8 @@ class _Session:
             return _RecordVerdict("timeout", None, stop.detail), stop
         if result.kind != "line":
             stop = self._read_stop(result, "mid-run")
-            status: RecordStatus = "timeout" if result.kind in ("timeout", "cancelled") else "invalid"
+            waited = result.kind in ("timeout", "cancelled")
+            status: RecordStatus = "timeout" if waited else "invalid"
             answer = (raw_summary(result.line, result.pending_bytes)
                       if result.pending_bytes else None)
             return _RecordVerdict(status, answer, stop.detail), stop
@@ -399,12 +401,13 @@ class _Session:
             horizon=self.card.horizon,
             quantile_keys=self.quantile_keys,
         )
-        stop = _Stop("protocol_error", verdict.detail or "") if verdict.protocol_break else None
-        return _RecordVerdict(verdict.status, verdict.answer, verdict.detail), stop
+        broke = _Stop("protocol_error", verdict.detail or "") if verdict.protocol_break else None
+        return _RecordVerdict(verdict.status, verdict.answer, verdict.detail), broke
 
-    def _count(self, status: RecordStatus, runtime_ms: float) -> None:
+    def _count(self, status: RecordStatus, runtime_ms: float, answered: bool) -> None:
         self.outcome.counts[status] += 1
-        self.outcome.latencies_ms.append(runtime_ms)
+        if answered:
+            self.outcome.latencies_ms.append(runtime_ms)
         if status == "timeout" or runtime_ms > self.latency_ms:
             self.outcome.latency_violations += 1
 
@@ -438,13 +441,12 @@ class _Session:
     def finish(self, stop: _Stop) -> TaskOutcome:
         proc = self.proc
         try:
-            if stop.status == "completed" and proc.poll() is None:
+            if stop.status in _POLITE_ENDS and proc.poll() is None:
                 deadline = self.clock.monotonic_ns() + int(self.limits.bye_grace_s * _NS_PER_S)
                 if self.writer.write(_encode({"type": "bye"}), deadline) == "ok":
                     proc.wait(self.limits.bye_grace_s)
             if proc.poll() is None:
-                proc.kill()
-                proc.wait(self.limits.exit_wait_s)
+                proc.kill()  # close() below closes our pipe ends, then reaps the process
             self._note_peak(proc.memory_peak_bytes())
             oom = proc.oom_observed()
         finally:
@@ -464,7 +466,8 @@ class _Session:
         out.wall_ms = round((self.clock.monotonic_ns() - proc.started_ns) / 1e6, 3)
         out.memory_peak_mb = None if self.peak_bytes is None else round(self.peak_bytes / _MIB, 3)
         if self.requests:
-            out.latency_violation_pct = round(100.0 * out.latency_violations / len(self.requests), 4)
+            pct = 100.0 * out.latency_violations / len(self.requests)
+            out.latency_violation_pct = round(pct, 4)
         if out.latencies_ms:
             ordered = sorted(out.latencies_ms)
             out.latency_p50_ms = round(percentile(ordered, 50), 3)
@@ -505,10 +508,14 @@ def drive_task(
     ``None`` when nothing came back) and ``detail`` (why it is not ``ok``). ``seq`` is the log's.
     An exception from ``on_record`` ends the attempt as ``platform_error``.
     """
-    session = _Session(
-        proc, card, requests, seed, run_id, on_record,
-        clock or SystemClock(), limits or DriverLimits(), attempt, cancel,
-    )
+    try:
+        session = _Session(
+            proc, card, requests, seed, run_id, on_record,
+            clock or SystemClock(), limits or DriverLimits(), attempt, cancel,
+        )
+    except BaseException:
+        proc.close()
+        raise
     try:
         stop = session.run()
     except Exception as exc:  # the platform's own fault: the pipeline retries these

@@ -97,6 +97,8 @@ class SealedSpec:
     ``memory_mb`` is the task's memory budget; the limit applied is the smaller of it and the
     hardware class's memory (swap is always equal to memory, i.e. none). ``max_lifetime_s`` is a
     backstop enforced by the runtime itself, so a container dies even if its worker is killed.
+    ``artifact_dir`` and ``retrieval_dir`` are mounted read-only and must be readable by the
+    sandbox user 65534 (directories ``o+rx``, files ``o+r``).
     """
 
     name: str
@@ -177,6 +179,10 @@ class SealedProcess(Protocol):
 
     def oom_observed(self) -> bool | None:
         """Whether the kernel OOM-killed inside the sandbox; ``None`` when unknowable."""
+        ...
+
+    def runtime_error(self) -> str | None:
+        """Why the runtime (not the model) failed to run it, e.g. podman exit 125; else ``None``."""
         ...
 
     def poll(self) -> int | None:

@@ -113,7 +113,8 @@ def _forecast_problem(
     if type(quantiles) is not dict:
         return f"quantiles of {item!r} are not an object"
     if set(quantiles) != quantile_keys:
-        return f"quantile keys of {item!r} are {sorted(quantiles)}, expected {sorted(quantile_keys)}"
+        got, want = sorted(quantiles), sorted(quantile_keys)
+        return f"quantile keys of {item!r} are {got}, expected {want}"
     for key, values in quantiles.items():
         problem = _numbers_problem(values, horizon, f"quantile {key} of {item!r}")
         if problem:

@@ -1,0 +1,5 @@
+from app.errors import TooManyRequests
+
+
+class QuotaExceeded(TooManyRequests):
+    """Carries ``Retry-After`` and the ``X-Quota-*`` headers."""

@@ -1,0 +1,1 @@
+"""Signed BenchmarkReports: scoring a run's log, archiving, signing, recomputing, keys."""
