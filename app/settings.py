@@ -67,7 +67,8 @@ class Settings(BaseSettings):
 
     # Operations.
     quota_submissions_per_day: int = 50
-    quota_runs_in_flight: int = 4
+    # Runs not yet terminal (queued or executing) per author; staff reruns do not count.
+    quota_runs_in_flight: int = 8
     max_body_bytes: int = 1024 * 1024
     webhook_secret: SecretStr = SecretStr("")
     # Retry-After for a refused submission when the runs-in-flight quota is the limit (a run's

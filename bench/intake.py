@@ -4,15 +4,18 @@
 
 What it does, all on loopback, and undone at the end:
 
-1. creates a fresh PostgreSQL database on 127.0.0.1:5432 (user postgres, trust auth) and runs
-   ``future-ts migrate`` (``alembic upgrade head``) on it, then ``future-ts tokens create``;
+1. creates a fresh PostgreSQL database on 127.0.0.1:5432 (user postgres, trust auth), runs
+   ``future-ts migrate`` (``alembic upgrade head``) on it and issues one author token per client
+   (``app.auth.service.create_token``, what ``future-ts tokens create`` calls);
 2. starts ``future-ts api --workers 2`` (uvicorn, as documented for production) against it, with
    the broker at redis://127.0.0.1:6379/14, and a bare FastAPI app (``bench/bare_app.py``, one
    trivial JSON endpoint) under the same ``uvicorn.run`` settings as the ceiling;
 3. drives each with wrk (a small Lua script, ``bench/load.lua``; ``bench/httpx_load.py`` if wrk is
    missing) for a fixed time and at most a fixed count: the bare endpoint, ``GET
    /v1/submissions/{id}`` without and with ``If-None-Match`` (the 304 path), and ``POST
-   /v1/submissions`` (tag resolution against the local registry at 127.0.0.1:5000);
+   /v1/submissions`` (tag resolution against the local registry at 127.0.0.1:5000) by 32
+   clients that are 32 different authors, taking turns per request. Quotas stay on, with
+   limits raised so that no benchmark author is refused (``QUOTA_ENV``);
 4. prints a table, the CPU each party used, and the ratios against the targets of issue 2;
 5. stops the servers, drops the database and deletes the Redis keys the run created.
 
@@ -53,6 +56,10 @@ MANIFEST_ACCEPT = ("application/vnd.oci.image.index.v1+json, "
                    "application/vnd.oci.image.manifest.v1+json, "
                    "application/vnd.docker.distribution.manifest.list.v2+json, "
                    "application/vnd.docker.distribution.manifest.v2+json")
+# Quotas stay enforced (the principal lock and the counts are part of every POST's cost); the
+# limits are raised so that thousands of benchmark submissions are not refused with 429.
+QUOTA_ENV = {"FUTURE_TS_QUOTA_SUBMISSIONS_PER_DAY": "1000000000",
+             "FUTURE_TS_QUOTA_RUNS_IN_FLIGHT": "1000000000"}
 STATUS_GET_TARGET = 0.40  # status GET throughput >= 40% of the bare endpoint's
 POST_P99_TARGET_MS = 100.0
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -143,6 +150,14 @@ class CpuSnapshot:
         out["generator"] = later.children_s - self.children_s
         return out
 
+    def worker_split(self, later: CpuSnapshot, group: str, root: int) -> list[float]:
+        """CPU seconds of each uvicorn worker process of ``group``, busiest first. uvicorn's
+        workers share one listening socket, so keep-alive connections (accepted once) are not
+        spread evenly over them: this shows how unevenly."""
+        used = [cpu - self.by_pid.get(pid, (group, 0.0))[1]
+                for pid, (g, cpu) in later.by_pid.items() if g == group and pid != root]
+        return sorted(used, reverse=True)
+
 
 # --------------------------------------------------------------------------- fixtures
 
@@ -183,6 +198,7 @@ def service_env(db_url: str, data_dir: Path) -> dict[str, str]:
         "FUTURE_TS_DATA_DIR": str(data_dir),
         "FUTURE_TS_ENVIRONMENT": "test",
         "PYTHONDONTWRITEBYTECODE": "1",
+        **QUOTA_ENV,
     })
     return env
 
@@ -193,6 +209,27 @@ def run_cli(env: dict[str, str], *args: str) -> str:
     if result.returncode != 0:
         raise RuntimeError(f"future-ts {' '.join(args)} failed: {result.stderr[-2000:]}")
     return result.stdout
+
+
+def create_tokens(env: dict[str, str], count: int) -> list[str]:
+    """``count`` author tokens in one process (``future-ts tokens create`` would start ``count``
+    interpreters)."""
+    program = (
+        "import sys\n"
+        "from app.auth.models import Role\n"
+        "from app.auth.service import create_token\n"
+        "from app.clock import SystemClock\n"
+        "from app.db import session_scope\n"
+        "for session in session_scope():\n"
+        "    for i in range(int(sys.argv[1])):\n"
+        "        print(create_token(session, SystemClock(), name=f'bench-author-{i:02d}',\n"
+        "                           role=Role.author)[1])\n")
+    result = subprocess.run([sys.executable, "-c", program, str(count)], env=env, cwd=REPO,
+                            capture_output=True, text=True, timeout=120, check=False)
+    tokens = result.stdout.split()
+    if result.returncode != 0 or len(tokens) != count:
+        raise RuntimeError(f"token creation failed: {result.stderr[-2000:]}")
+    return tokens
 
 
 def pick_task(env: dict[str, str], wait_s: float) -> str:
@@ -358,7 +395,7 @@ class Phase:
     expect: int
     method: str = "GET"
     body_file: Path | None = None
-    token: str | None = None
+    tokens: list[str] = field(default_factory=list)
     if_none_match: str | None = None
 
 
@@ -368,6 +405,7 @@ class Result:
     stats: dict[str, float]
     cpu: dict[str, float]
     wall_s: float
+    workers: list[float]
 
     @property
     def rps(self) -> float:
@@ -387,13 +425,13 @@ def generator_argv(kind: str, phase: Phase, connections: int, duration: float,
         env.update({"BENCH_METHOD": phase.method, "BENCH_EXPECT": str(phase.expect),
                     "BENCH_MAX_REQUESTS": str(max_requests),
                     "BENCH_BODY_FILE": str(phase.body_file or ""),
-                    "BENCH_TOKEN": phase.token or "",
+                    "BENCH_TOKENS": ",".join(phase.tokens),
                     "BENCH_IF_NONE_MATCH": phase.if_none_match or ""})
         return argv, env
     argv = [sys.executable, str(BENCH / "httpx_load.py"), phase.url, "--method", phase.method,
             "--expect", str(phase.expect), "--connections", str(connections),
             "--duration", str(duration), "--max-requests", str(max_requests)]
-    for flag, value in (("--body-file", phase.body_file), ("--token", phase.token),
+    for flag, value in (("--body-file", phase.body_file), ("--tokens", ",".join(phase.tokens)),
                         ("--if-none-match", phase.if_none_match)):
         if value:
             argv += [flag, str(value)]
@@ -404,17 +442,20 @@ def run_load(kind: str, phase: Phase, connections: int, duration: float, max_req
              roots: dict[str, int]) -> Result:
     argv, env = generator_argv(kind, phase, connections, duration, max_requests)
     before = CpuSnapshot.take(roots)
+    group = "bare" if phase.name.startswith("bare") else "api"
     start = time.monotonic()
     # Bounded: the generator stops itself at the duration or the count; the timeout is a guard.
     result = subprocess.run(argv, env=env, capture_output=True, text=True,
                             timeout=duration + 60, check=False)
     wall = time.monotonic() - start
-    cpu = before.delta(CpuSnapshot.take(roots))
+    after = CpuSnapshot.take(roots)
+    cpu = before.delta(after)
+    workers = before.worker_split(after, group, roots[group])
     lines = [ln for ln in result.stdout.splitlines() if ln.startswith("BENCH_RESULT ")]
     if result.returncode != 0 or not lines:
         raise RuntimeError(f"load generator failed for {phase.name}: "
                            f"{result.stdout[-1500:]}{result.stderr[-1500:]}")
-    return Result(phase.name, json.loads(lines[-1].split(" ", 1)[1]), cpu, wall)
+    return Result(phase.name, json.loads(lines[-1].split(" ", 1)[1]), cpu, wall, workers)
 
 
 def submission_body(task_id: str, image: str) -> dict[str, Any]:
@@ -452,21 +493,24 @@ def print_report(results: list[Result], args: argparse.Namespace, kind: str) -> 
     print(f"FUTURE-TS intake benchmark: uvicorn --workers {args.workers}, {args.connections} "
           f"connections, {args.duration:g} s per phase, generator {kind}, {cores} CPUs shared "
           "by everything")
-    header = (f"{'phase':<22}{'requests':>9}{'non-ok':>7}{'req/s':>9}{'p50 ms':>8}{'p90 ms':>8}"
-              f"{'p99 ms':>8}{'max ms':>8}   CPU % of {cores} cores: server pg redis reg gen other")
+    cpu_cols = ["server", "pg", "redis", "reg", "gen", "other"]
+    header = (f"{'phase':<22}{'requests':>9}{'non-ok':>7}{'req/s':>8}{'p50 ms':>8}{'p90 ms':>8}"
+              f"{'p99 ms':>8}{'max ms':>8}  |" + "".join(f"{c:>7}" for c in cpu_cols)
+              + "  | per worker")
+    print(f"{'':<78}|  CPU, % of the {cores}-core machine's time  |")
     print(header)
     print("-" * len(header))
     for r in results:
         capacity = r.wall_s * cores / 100.0
-        cpu = r.cpu
-        server = cpu.get("api", 0.0) + cpu.get("bare", 0.0)
+        cpu = dict(r.cpu, server=r.cpu.get("api", 0.0) + r.cpu.get("bare", 0.0),
+                   pg=r.cpu.get("postgres", 0.0), reg=r.cpu.get("registry", 0.0),
+                   gen=r.cpu.get("generator", 0.0))
         bad = int(r.stats["bad"] + r.stats["socket_errors"] + r.stats["timeouts"])
-        print(f"{r.phase:<22}{int(r.stats['requests']):>9}{bad:>7}{r.rps:>9.0f}"
+        print(f"{r.phase:<22}{int(r.stats['requests']):>9}{bad:>7}{r.rps:>8.0f}"
               f"{r.ms('p50_us'):>8.1f}{r.ms('p90_us'):>8.1f}{r.ms('p99_us'):>8.1f}"
-              f"{r.ms('max_us'):>8.1f}   {'':>17}"
-              f"{server / capacity:>6.0f}{cpu.get('postgres', 0) / capacity:>3.0f}"
-              f"{cpu.get('redis', 0) / capacity:>6.0f}{cpu.get('registry', 0) / capacity:>4.0f}"
-              f"{cpu.get('generator', 0) / capacity:>4.0f}{cpu.get('other', 0) / capacity:>6.0f}")
+              f"{r.ms('max_us'):>8.1f}  |"
+              + "".join(f"{cpu.get(c, 0.0) / capacity:>7.0f}" for c in cpu_cols)
+              + "  | " + " / ".join(f"{w / capacity:.0f}" for w in r.workers))
     by = {r.phase: r for r in results}
     bare = by["bare GET /ping"].rps
     get200, get304, post = (by["status GET (200)"], by["status GET (304)"],
@@ -518,8 +562,7 @@ def main() -> int:
     with fixture(args.keep) as fx:
         log(f"database {fx.db_name}: alembic upgrade head")
         run_cli(fx.env, "migrate")
-        token = run_cli(fx.env, "tokens", "create", "--role", "author",
-                        "--name", "bench-author").strip().splitlines()[-1]
+        tokens = create_tokens(fx.env, args.connections)
         task_id = pick_task(fx.env, args.wait_services)
         image = ensure_image(fx, args.wait_services)
         api_port, bare_port = free_port(), free_port()
@@ -533,16 +576,17 @@ def main() -> int:
         body = submission_body(task_id, image)
         body_file = fx.workdir / "submission.json"
         body_file.write_text(json.dumps(body))
-        status_url, etag = seed_submission(api, token, body)
+        status_url, etag = seed_submission(api, tokens[0], body)
         log(f"task {task_id}, image {image}, polling {status_url}")
 
         phases = [
             Phase("bare GET /ping", f"{bare}/ping", 200),
-            Phase("status GET (200)", f"{api}{status_url}", 200, token=token),
-            Phase("status GET (304)", f"{api}{status_url}", 304, token=token,
+            # Polling: the submission's author asks for its status.
+            Phase("status GET (200)", f"{api}{status_url}", 200, tokens=tokens[:1]),
+            Phase("status GET (304)", f"{api}{status_url}", 304, tokens=tokens[:1],
                   if_none_match=etag),
             Phase("POST /v1/submissions", f"{api}/v1/submissions", 202, method="POST",
-                  body_file=body_file, token=token),
+                  body_file=body_file, tokens=tokens),
         ]
         roots = {"api": fx.procs["api"].pid, "bare": fx.procs["bare"].pid}
         results = []

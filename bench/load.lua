@@ -1,6 +1,6 @@
 -- wrk script for bench/intake.py. Configured by environment variables:
---   BENCH_METHOD (GET), BENCH_BODY_FILE (JSON body, sent with Content-Type), BENCH_TOKEN,
---   BENCH_IF_NONE_MATCH, BENCH_EXPECT (the one status counted as ok), BENCH_MAX_REQUESTS
+--   BENCH_METHOD (GET), BENCH_BODY_FILE (JSON body, sent with Content-Type), BENCH_TOKENS
+--   (comma-separated bearer tokens, used in turn: one per simulated client), BENCH_IF_NONE_MATCH, BENCH_EXPECT (the one status counted as ok), BENCH_MAX_REQUESTS
 --   (each thread stops after this many responses: the count bound; -d is the time bound).
 -- done() prints one JSON line starting with "BENCH_RESULT " for the driver to parse.
 
@@ -19,10 +19,6 @@ function init(args)
     f:close()
     wrk.headers["Content-Type"] = "application/json"
   end
-  local token = os.getenv("BENCH_TOKEN")
-  if token and token ~= "" then
-    wrk.headers["Authorization"] = "Bearer " .. token
-  end
   local inm = os.getenv("BENCH_IF_NONE_MATCH")
   if inm and inm ~= "" then
     wrk.headers["If-None-Match"] = inm
@@ -30,11 +26,19 @@ function init(args)
   expect = tonumber(os.getenv("BENCH_EXPECT") or "200")
   max_requests = tonumber(os.getenv("BENCH_MAX_REQUESTS") or "0")
   ok, bad, seen, first_bad = 0, 0, 0, 0
-  prepared = wrk.format()
+  prepared, turn = {}, 0
+  for token in string.gmatch(os.getenv("BENCH_TOKENS") or "", "[^,]+") do
+    wrk.headers["Authorization"] = "Bearer " .. token
+    table.insert(prepared, wrk.format())
+  end
+  if #prepared == 0 then
+    table.insert(prepared, wrk.format())
+  end
 end
 
 function request()
-  return prepared
+  turn = turn % #prepared + 1
+  return prepared[turn]
 end
 
 function response(status, headers, body)

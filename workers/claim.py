@@ -46,11 +46,11 @@ def fair_order(session: Session, hardware_class: str) -> list[str]:
         select(Run.owner_id, func.count()).where(
             Run.owner_id.in_(owners), Run.status.in_([s.value for s in IN_FLIGHT]))
         .group_by(Run.owner_id)
-    ).tuples().all())
+    ).all())
     last_served = dict(session.execute(
         select(Run.owner_id, func.max(Run.claimed_at))
         .where(Run.owner_id.in_(owners), Run.claimed_at.is_not(None)).group_by(Run.owner_id)
-    ).tuples().all())
+    ).all())
 
     def key(row: object) -> tuple[int, datetime, datetime]:
         owner = getattr(row, "owner_id")  # noqa: B009 - Row attribute access

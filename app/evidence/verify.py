@@ -145,6 +145,7 @@ class _State:
     report_key: VerificationKey | None = None
     statement: dict[str, Any] = field(default_factory=dict)
     cache: dict[str, bytes] = field(default_factory=dict)
+    digests: dict[str, str] = field(default_factory=dict)
     tree: TreeHead | None = None
 
     @property
@@ -160,6 +161,12 @@ class _State:
             except ArchiveObjectMissing as exc:
                 raise _Failed(check, f"the archive has no {name}: {exc}") from exc
         return self.cache[name]
+
+    def sha256(self, name: str, check: str) -> str:
+        """Hex SHA-256 of an archived object, hashed once however many checks need it."""
+        if name not in self.digests:
+            self.digests[name] = hashlib.sha256(self.read(name, check)).hexdigest()
+        return self.digests[name]
 
     def ok(self, check: str) -> None:
         self.passed.append(check)
@@ -304,7 +311,7 @@ def _subjects(state: _State) -> None:
     for name in (PREDICTIONS_SUBJECT, RUN_MANIFEST_SUBJECT):
         check = f"subject:{name}"
         _, expected = _subject_digest(state, check, name.__eq__)
-        actual = hashlib.sha256(state.read(name, check)).hexdigest()
+        actual = state.sha256(name, check)
         if actual != expected:
             raise _Failed(check, f"archived {name} has sha256 {actual}, the report says {expected}")
         state.ok(check)
@@ -338,10 +345,10 @@ def _archive_objects(state: _State) -> None:
         check = f"archive:{name}"
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
             raise _Failed(check, "the listed object has no sha256")
-        data = state.read(name, check)
-        actual = hashlib.sha256(data).hexdigest()
-        if actual != entry["sha256"] or len(data) != entry.get("size", len(data)):
-            raise _Failed(check, f"archived {name} has sha256 {actual} and {len(data)} bytes, "
+        size = len(state.read(name, check))
+        actual = state.sha256(name, check)
+        if actual != entry["sha256"] or size != entry.get("size", size):
+            raise _Failed(check, f"archived {name} has sha256 {actual} and {size} bytes, "
                           f"the report lists {entry['sha256']} and {entry.get('size')} bytes")
         state.ok(check)
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "ok"
 ARG = sys.argv[2] if len(sys.argv) > 2 else ""
@@ -26,14 +27,14 @@ def send(obj: object) -> None:
     out.flush()
 
 
-def last(series: dict) -> float:
+def last(series: dict[str, Any]) -> float:
     for v in reversed(series.get("target") or []):
         if isinstance(v, int | float):
             return float(v)
     return 0.0
 
 
-def predict(req: dict, value: float | None = None) -> dict:
+def predict(req: dict[str, Any], value: float | None = None) -> dict[str, Any]:
     h = req["horizon"]
     fcs = []
     for s in req["series"]:
@@ -58,7 +59,7 @@ def main() -> int:
         return 5
     seed = 0
     n = 0
-    held = []
+    held: list[bytearray] = []
     for raw in sys.stdin.buffer:
         msg = json.loads(raw)
         kind = msg.get("type")

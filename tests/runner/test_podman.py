@@ -247,8 +247,11 @@ def test_determinism_probe(
         ref = podman_images[image]
         main, recorder = run_image(podman_backend, ref, artifact_dir, card)
         assert main.status == "completed"
+        def fresh(ref: str = ref) -> SealedSpec:
+            return new_spec(ref, artifact_dir)
+
         probe = probe_determinism(
-            podman_backend, lambda ref=ref: new_spec(ref, artifact_dir), card, requests, seed,
+            podman_backend, fresh, card, requests, seed,
             n_windows=2, reference_records=recorder.records, run_id="run-podman",
         )
         assert probe.deterministic is expected and probe.conclusive

@@ -1,0 +1,189 @@
+"""The whole run pipeline against real parts: registry resolution, podman+runc sealing, the
+Merkle log, SeaweedFS with Object Lock as the archive, signing and offline verification."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from app.auth.models import Role
+from app.evidence.verify import StoreArchive, verify_report
+from app.scoring.reference import seasonal_naive_records
+from app.scoring.scorer import score_task
+from app.storage import layout
+from app.storage.errors import ObjectAlreadyExists
+from tests.workers.conftest import NullQueue, leftover_containers, make_token, submission_body
+from workers import pipeline
+
+pytestmark = pytest.mark.podman
+
+
+def _submit(client: TestClient, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    r = client.post("/v1/submissions", json=body, headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 202, r.text
+    return dict(r.json())
+
+
+def _run(client: TestClient, token: str, run_id: str) -> dict[str, Any]:
+    r = client.get(f"/v1/runs/{run_id}", headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+def test_seasonal_naive_end_to_end(api: tuple[TestClient, NullQueue],
+                                   deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    tasks = ["sunspots-yearly", "danish-money-quarterly"]
+    sub = _submit(client, token, submission_body("seasonal-naive", tasks))
+    assert sub["image_digest"].startswith("sha256:")  # resolved against the real registry
+    run_id = queue.sent[0]
+
+    assert pipeline.execute_run(run_id, "test-worker") == "completed"
+    # A second delivery of the same message is a no-op: nothing left to claim.
+    assert pipeline.execute_run(run_id, "test-worker") == "nothing to claim"
+
+    run = _run(client, token, run_id)
+    assert run["status"] == "completed", run
+    assert run["operational_level"] == "hosted_sealed"
+    assert [e["status"] for e in run["timeline"]] == [
+        "queued", "claimed", "preparing", "running", "scoring", "completed"]
+    assert leftover_containers(run_id) == []
+
+    envelope = client.get(f"/v1/runs/{run_id}/report",
+                          headers={"Authorization": f"Bearer {token}"}).content
+    jwks = client.get("/v1/keys").json()
+    result = verify_report(envelope, StoreArchive(deps.store, run_id), jwks)
+    assert result.ok, result
+    # Write-once: the archive refuses a second write of the report.
+    with pytest.raises(ObjectAlreadyExists):
+        deps.store.put_once(layout.run_key(run_id, layout.REPORT), b"{}")
+
+    # The sealed pipeline scores exactly what the scorer computes directly for seasonal naive.
+    from app.evidence.report import peek_statement
+
+    predicate = peek_statement(envelope)["predicate"]
+    for task in tasks:
+        card, requests = deps.catalog.card(task), deps.catalog.requests(task)
+        direct = score_task(card, requests, deps.catalog.labels(task),
+                            seasonal_naive_records(card, requests),
+                            pipeline._parse("2010-01-02T00:00:00Z"))
+        for key, value in direct.flat_metrics().items():
+            assert predicate["metrics"][task][key]["mean"] == value, (task, key)
+        assert predicate["latency_ms"][task]["p99"] is not None
+        assert predicate["extra"]["determinism"][task]["deterministic"] is True
+    assert predicate["sandbox"]["limits"]["network"] == "none (loopback only)"
+    assert predicate["prediction_hash"] == run["prediction_hash"]
+
+
+def test_model_failures_end_with_reason_and_report(api: tuple[TestClient, NullQueue],
+                                                   deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    expected = {"oom": "oom", "garbage": "protocol_error", "exit-midrun": "container_crashed"}
+    for image in expected:
+        _submit(client, token, submission_body(image, ["sunspots-yearly"]))
+    for run_id, (image, reason) in zip(queue.sent, expected.items(), strict=True):
+        pipeline.execute_run(run_id, "test-worker")
+        run = _run(client, token, run_id)
+        assert (run["status"], run["failure_reason"]) == ("failed", reason), (image, run)
+        assert run["reports"], f"{image}: a failed run still gets a signed report"
+        assert leftover_containers(run_id) == []
+    # The next submission is unaffected.
+    _submit(client, token, submission_body("seasonal-naive", ["sunspots-yearly"]))
+    assert pipeline.execute_run(queue.sent[-1], "test-worker") == "completed"
+
+
+def test_nondeterministic_model_is_repeated(api: tuple[TestClient, NullQueue],
+                                            deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    _submit(client, token, submission_body("nondeterministic", ["sunspots-yearly"]))
+    assert pipeline.execute_run(queue.sent[0], "test-worker") == "completed"
+    envelope = client.get(f"/v1/runs/{queue.sent[0]}/report",
+                          headers={"Authorization": f"Bearer {token}"}).content
+    from app.evidence.report import peek_statement
+
+    predicate = peek_statement(envelope)["predicate"]
+    det = predicate["extra"]["determinism"]["sunspots-yearly"]
+    card = deps.catalog.card("sunspots-yearly")
+    assert det["deterministic"] is False and det["repeats"] == card.determinism_repeats
+    mase = predicate["metrics"]["sunspots-yearly"]["all.model.mase"]
+    assert mase["n"] == card.determinism_repeats and mase["std"] > 0
+
+
+def test_cancel_stops_a_running_container(api: tuple[TestClient, NullQueue],
+                                          deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    sub = _submit(client, token, submission_body("spin", ["sunspots-yearly"]))
+    run_id = queue.sent[0]
+    outcome: list[str] = []
+    worker = threading.Thread(target=lambda: outcome.append(
+        pipeline.execute_run(run_id, "test-worker")))
+    worker.start()
+    deadline = time.monotonic() + 30
+    while _run(client, token, run_id)["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    r = client.post(f"/v1/submissions/{sub['id']}/cancel",
+                    headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    worker.join(timeout=30)
+    assert outcome == ["cancelled"]
+    run = _run(client, token, run_id)
+    assert run["status"] == "cancelled" and run["failure_reason"] == "cancelled"
+    assert leftover_containers(run_id) == []
+
+
+def test_self_attested_submission_is_scored_and_flagged(api: tuple[TestClient, NullQueue],
+                                                        deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    task = "sunspots-yearly"
+    card, requests = deps.catalog.card(task), deps.catalog.requests(task)
+    predictions = [{"window_id": r["window_id"], "forecasts": r["answer"]["forecasts"]}
+                   for r in seasonal_naive_records(card, requests)]
+    body = submission_body("seasonal-naive", [task], image=None, execution_mode="self_attested",
+                           predictions={task: predictions})
+    sub = _submit(client, token, body)
+    assert sub["provenance"] == "self_attested"
+    assert pipeline.execute_run(queue.sent[0], "test-worker") == "completed"
+    envelope = client.get(f"/v1/runs/{queue.sent[0]}/report",
+                          headers={"Authorization": f"Bearer {token}"}).content
+    result = verify_report(envelope, StoreArchive(deps.store, queue.sent[0]),
+                           client.get("/v1/keys").json())
+    assert result.ok, result
+    from app.evidence.report import peek_statement
+
+    predicate = peek_statement(envelope)["predicate"]
+    assert predicate["execution_mode"] == "self_attested"
+    assert predicate["capability_vector"]["provenance"] == "self_attested"
+    e = predicate["capability_vector"]["dimensions"]["E"]
+    assert e["comparable_across_models"] is False
+
+
+def test_staff_recompute_makes_a_new_report_version(api: tuple[TestClient, NullQueue],
+                                                    deps: pipeline.Deps) -> None:
+    client, queue = api
+    author, staff = make_token(Role.author), make_token(Role.staff)
+    _submit(client, author, submission_body("seasonal-naive", ["sunspots-yearly"]))
+    run_id = queue.sent[0]
+    assert pipeline.execute_run(run_id, "test-worker") == "completed"
+    denied = client.post(f"/v1/runs/{run_id}/recompute", json={"reason": "audit"},
+                         headers={"Authorization": f"Bearer {author}"})
+    assert denied.status_code == 403
+    r = client.post(f"/v1/runs/{run_id}/recompute", json={"reason": "scheduled audit"},
+                    headers={"Authorization": f"Bearer {staff}"})
+    assert r.status_code == 201, r.text
+    assert r.json()["version"] == 2 and r.json()["differences"] == []
+    run = _run(client, staff, run_id)
+    assert [v["version"] for v in run["reports"]] == [1, 2]
+    for version in (1, 2):
+        env = client.get(f"/v1/runs/{run_id}/report?version={version}",
+                         headers={"Authorization": f"Bearer {staff}"}).content
+        assert verify_report(env, StoreArchive(deps.store, run_id),
+                             client.get("/v1/keys").json()).ok
