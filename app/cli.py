@@ -49,7 +49,7 @@ def cmd_tokens_create(args: argparse.Namespace) -> int:
     from app.clock import SystemClock
     from app.db import session_scope
 
-    for session in session_scope():
+    with session_scope() as session:
         caller, token = create_token(session, SystemClock(), name=args.name, role=Role(args.role))
     print(f"created a {caller.role.value} token for {caller.name} (shown once):", file=sys.stderr)
     print(token)
@@ -170,7 +170,7 @@ def _dev_token() -> str:
 
     get_engine.cache_clear()
     get_sessionmaker.cache_clear()
-    for session in session_scope():
+    with session_scope() as session:
         _, token = create_token(session, SystemClock(), name="dev-staff", role=Role("staff"))
     return token
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any
@@ -68,11 +69,21 @@ def make_engine(url: str) -> Engine:
             cur.close()
 
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    # Per process. A sync endpoint holds a connection for its whole request, and each uvicorn
+    # worker runs up to 40 of them at once (AnyIO's thread limit). Connections beyond pool_size
+    # are closed when returned, so a pool smaller than the usual concurrency makes PostgreSQL
+    # start a backend for many requests (measured: bench/intake.py); 20 kept connections cover
+    # the benchmark's 32 clients over 2 workers, and the ceiling stays at 30 per process
+    # (2 API workers + Celery fit in max_connections=100).
+    return create_engine(url, pool_size=20, max_overflow=10, pool_pre_ping=True)
 
 
 @lru_cache(maxsize=1)
 def get_engine() -> Engine:
+    # Every mapper must be registered before the first flush, whichever process this is
+    # (API, worker, a one-off command): foreign keys are resolved across all models.
+    import app.models  # noqa: F401
+
     return make_engine(get_settings().resolved_database_url)
 
 
@@ -101,8 +112,10 @@ def _drop_after_commit(session: Session) -> None:
     session.info.pop(_AFTER_COMMIT_KEY, None)
 
 
+@contextmanager
 def session_scope() -> Iterator[Session]:
-    """Edge-owned transaction: commit on success, roll back on error."""
+    """Edge-owned transaction for workers and commands: ``with session_scope() as session:``
+    commits when the block ends normally (``return`` included), rolls back on an exception."""
     session = get_sessionmaker()()
     try:
         yield session
@@ -112,3 +125,9 @@ def session_scope() -> Iterator[Session]:
         raise
     finally:
         session.close()
+
+
+def request_session() -> Iterator[Session]:
+    """The request dependency: commit after the endpoint returns, roll back if it raised."""
+    with session_scope() as session:
+        yield session

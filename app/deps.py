@@ -15,7 +15,7 @@ from app.auth.models import Role
 from app.auth.service import Caller, authenticate
 from app.catalog import Catalog
 from app.clock import Clock, SystemClock
-from app.db import session_scope
+from app.db import request_session
 from app.evidence.keys import KeyRing
 from app.queue import CeleryRunQueue, RunQueue, get_celery_client
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
@@ -25,7 +25,7 @@ from app.submissions.service import CatalogView
 
 
 def get_session() -> Iterator[Session]:
-    yield from session_scope()
+    yield from request_session()
 
 
 def get_clock() -> Clock:
@@ -58,7 +58,9 @@ def get_catalog_view() -> CatalogView:
     return _catalog_view()
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": commit before the response is sent, so a 202 is only ever answered for a
+# submission that is durable (the default "request" scope would commit after sending).
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ClockDep = Annotated[Clock, Depends(get_clock)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ResolverDep = Annotated[ImageResolver, Depends(get_resolver)]

@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     token: SecretStr | None = None
 
     # Operations.
+    # No stuck runs (workers/maintenance.py): a run whose worker has not beaten for this long
+    # is requeued (platform fault); a queued run unclaimed for this long has its token re-sent.
+    reaper_heartbeat_timeout_s: float = Field(default=90.0, gt=0)
+    requeue_after_s: float = Field(default=300.0, ge=0)
+
     quota_submissions_per_day: int = 50
     # Runs not yet terminal (queued or executing) per author; staff reruns do not count.
     quota_runs_in_flight: int = 8

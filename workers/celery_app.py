@@ -7,6 +7,11 @@ exactly (``future-ts worker --hardware-class ID``).
 
 from __future__ import annotations
 
+import logging
+
+from celery.signals import worker_ready
+
+import app.models
 from app.queue import make_celery
 from app.settings import get_settings
 
@@ -25,3 +30,15 @@ app.conf.update(
                                  "options": {"queue": "maintenance"}},
     },
 )
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _remove_orphans(**_: object) -> None:
+    """Containers whose worker died (SIGKILL) keep running under conmon; remove them at start.
+    Ownership is an flock held by the live run, so other workers' containers are left alone."""
+    from workers.pipeline import get_deps
+
+    try:
+        get_deps().backend.cleanup_orphans()
+    except Exception:
+        logging.getLogger(__name__).exception("orphan cleanup failed")

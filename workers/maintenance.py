@@ -1,11 +1,11 @@
 """No stuck runs: every non-terminal state has a maximum duration.
 
-* ``queued`` for longer than ``REQUEUE_AFTER`` without a claim: the message may have been lost
-  (a broker restart without persistence); send it again. The claim is idempotent, so a duplicate
-  is harmless.
+* ``queued`` for longer than ``settings.requeue_after_s`` without a claim: the message may have
+  been lost (a broker restart without persistence); send it again. The claim is idempotent, so a
+  duplicate is harmless.
 * ``claimed``/``preparing``/``running``/``scoring`` with no worker heartbeat for
-  ``HEARTBEAT_TIMEOUT``: the worker died. That is a platform fault: the run goes back to
-  ``queued`` (a new attempt, a fresh container name and a fresh log) up to
+  ``settings.reaper_heartbeat_timeout_s``: the worker died. That is a platform fault: the run
+  goes back to ``queued`` (a new attempt, a fresh container name and a fresh log) up to
   ``MAX_PLATFORM_ATTEMPTS`` times, then fails with ``platform_error``. It never counts against
   the author's quota.
 * Any state older than its hard ceiling fails with ``timeout`` (the model's budgets are enforced
@@ -24,11 +24,10 @@ from app.db import session_scope
 from app.queue import CeleryRunQueue, get_celery_client
 from app.runs import service as runs
 from app.runs.models import FailureReason, Run, RunStatus
+from app.settings import get_settings
 
 log = logging.getLogger(__name__)
 
-REQUEUE_AFTER = timedelta(minutes=5)
-HEARTBEAT_TIMEOUT = timedelta(seconds=90)
 MAX_PLATFORM_ATTEMPTS = 3
 HARD_CEILING = timedelta(hours=6)
 ACTIVE = (RunStatus.claimed, RunStatus.preparing, RunStatus.running, RunStatus.scoring)
@@ -38,9 +37,10 @@ def reap_stuck_runs(actor: str) -> int:
     """Requeue or fail runs whose worker stopped beating. Returns how many were touched."""
     clock = SystemClock()
     now = clock.now()
+    heartbeat_timeout = timedelta(seconds=get_settings().reaper_heartbeat_timeout_s)
     touched = 0
     requeue: list[tuple[str, str]] = []
-    for session in session_scope():
+    with session_scope() as session:
         stmt = (select(Run).where(Run.status.in_([s.value for s in ACTIVE]))
                 .with_for_update(skip_locked=True))
         for run in session.scalars(stmt):
@@ -49,7 +49,7 @@ def reap_stuck_runs(actor: str) -> int:
                 runs.transition(session, clock, run, RunStatus.failed, actor=f"reaper:{actor}",
                                 failure_reason=FailureReason.timeout.value,
                                 failure_detail="run exceeded the platform's hard ceiling")
-            elif now - beat > HEARTBEAT_TIMEOUT:
+            elif now - beat > heartbeat_timeout:
                 _retry_or_fail(session, clock, run, actor, requeue)
             else:
                 continue
@@ -79,11 +79,11 @@ def _retry_or_fail(session: object, clock: SystemClock, run: Run, actor: str,
 
 
 def requeue_stale_runs() -> int:
-    """Send again every run queued for longer than ``REQUEUE_AFTER`` (lost messages)."""
+    """Send again every run queued for longer than ``requeue_after_s`` (lost messages)."""
     clock = SystemClock()
-    cutoff = clock.now() - REQUEUE_AFTER
+    cutoff = clock.now() - timedelta(seconds=get_settings().requeue_after_s)
     sent: list[tuple[str, str]] = []
-    for session in session_scope():
+    with session_scope() as session:
         stmt = select(Run).where(Run.status == RunStatus.queued.value,
                                  Run.status_changed_at < cutoff)
         for run in session.scalars(stmt):

@@ -132,7 +132,7 @@ def execute_run(run_id: str, worker: str) -> str:
     if with_class is None:
         return "unknown run"
     claimed: str | None = None
-    for session in session_scope():
+    with session_scope() as session:
         claimed = claim_next_run(session, deps.clock, with_class, worker)
     if claimed is None:
         return "nothing to claim"
@@ -149,7 +149,7 @@ def execute_run(run_id: str, worker: str) -> str:
 
 
 def _hardware_class_of(run_id: str) -> str | None:
-    for session in session_scope():
+    with session_scope() as session:
         run = session.get(Run, run_id)
         return run.hardware_class if run is not None else None
     return None
@@ -157,7 +157,7 @@ def _hardware_class_of(run_id: str) -> str | None:
 
 def _retry_or_fail(deps: Deps, run_id: str, worker: str, detail: str) -> None:
     resend = False
-    for session in session_scope():
+    with session_scope() as session:
         run = session.get(Run, run_id)
         if run is None or RunStatus(run.status) in {RunStatus.completed, RunStatus.failed,
                                                    RunStatus.cancelled}:
@@ -209,7 +209,7 @@ class Heartbeat:
         self._thread.join(timeout=HEARTBEAT_S * 2)
 
     def beat(self) -> None:
-        for session in session_scope():
+        with session_scope() as session:
             session.execute(update(Run).where(Run.id == self.run_id)
                             .values(heartbeat_at=self.clock.now()))
             status = session.get(Run, self.run_id)
@@ -234,7 +234,7 @@ class RunExecution:
                         f"attempt-{self.ctx.platform_attempts}").resolve()
 
     def _load(self) -> RunContext:
-        for session in session_scope():
+        with session_scope() as session:
             run = session.get(Run, self.run_id)
             assert run is not None
             sub = session.get(Submission, run.submission_id)
@@ -253,7 +253,7 @@ class RunExecution:
                     detail: str | None = None, extra: dict[str, Any] | None = None,
                     update_run: Callable[[Run], None] | None = None) -> bool:
         """Apply a transition unless the run was cancelled meanwhile; False if it was."""
-        for session in session_scope():
+        with session_scope() as session:
             run = session.get(Run, self.run_id)
             assert run is not None
             if run.status == RunStatus.cancelled.value:
@@ -586,7 +586,7 @@ class RunExecution:
             run.summary = summary
             run.seed = results[0].seed if results else None
 
-        for session in session_scope():
+        with session_scope() as session:
             run = session.get(Run, self.run_id)
             assert run is not None
             session.add(Report(

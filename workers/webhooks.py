@@ -33,7 +33,7 @@ CELERY_MAX_RETRIES = 32
 def run_delivery(delivery_id: str) -> DeliveryOutcome:
     """One attempt in its own transaction (committed before the task schedules a retry)."""
     outcome = DeliveryOutcome("skipped")
-    for session in session_scope():
+    with session_scope() as session:
         outcome = attempt_delivery(session, delivery_id, settings=get_settings(),
                                    clock=SystemClock(), sender=HttpxWebhookSender())
     return outcome
@@ -41,7 +41,7 @@ def run_delivery(delivery_id: str) -> DeliveryOutcome:
 
 def sweep_lost_deliveries() -> int:
     ids: list[str] = []
-    for session in session_scope():
+    with session_scope() as session:
         ids = lost_deliveries(session, SystemClock())
     dispatcher = default_dispatcher()
     for delivery_id in ids:

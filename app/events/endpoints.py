@@ -51,9 +51,8 @@ def submission_events(
     public = caller.role is Role.reader and sub.owner_id != caller.id
     after = service.parse_last_event_id(last_event_id or from_event_id)
     first = service.poll(session, sub.id, after, limit=1)
-    # End the read transaction now: a stream can last an hour and must not keep a connection
-    # idle in a transaction (the polls use their own short sessions).
-    session.commit()
+    # SessionDep is function-scoped: this request's session ends when the endpoint returns, so
+    # a stream (up to sse_max_stream_s) holds no connection; each poll opens its own session.
     if after and first is not None and first.terminal and not first.events:
         return Response(status_code=204)
     events = service.stream(open_session, sub.id, after_id=after, public=public,

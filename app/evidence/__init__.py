@@ -10,4 +10,5 @@ Pure library code with no I/O beyond the files and stores handed to it:
 - ``dsse``           DSSE v1 envelopes (PAE, sign, verify)
 - ``report``         the in-toto Statement v1 BenchmarkReport signed with the *report* key
 - ``verify``         offline verification of a report against an archive and a JWKS
+- ``cli``            ``future-ts verify`` (prints each check, exit 0/1/2)
 """

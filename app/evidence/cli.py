@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import urlparse
 
+from app.evidence.errors import ArchiveUnavailable
 from app.evidence.report import peek_statement
 from app.evidence.verify import (
     ArchiveReader,
@@ -50,7 +51,11 @@ def run_verify(
     except (OSError, ValueError, _InputError) as exc:
         print(f"error: {exc}", file=out)
         return 2
-    result = verify_report(envelope, reader, keys, recompute_metrics=metrics_hook)
+    try:
+        result = verify_report(envelope, reader, keys, recompute_metrics=metrics_hook)
+    except ArchiveUnavailable as exc:
+        print(f"error: {exc}", file=out)
+        return 2
     _print(result, out)
     return 0 if result.ok else 1
 

@@ -57,3 +57,11 @@ class MalformedJWKS(EvidenceError):
 
 class ArchiveObjectMissing(EvidenceError):
     """The archive has no object of that name."""
+
+
+class ArchiveObjectCorrupted(EvidenceError):
+    """The store's own digest check failed: the bytes changed after they were written."""
+
+
+class ArchiveUnavailable(EvidenceError):
+    """The archive cannot be read at all (store down, credentials refused, permissions)."""

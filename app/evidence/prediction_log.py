@@ -228,17 +228,15 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _rehash(fd: int) -> tuple[CompactRange, int]:
     """Rehash every complete line; return the range and the byte length of the complete lines."""
-    compact = CompactRange()
-    offset = good = 0
-    carry = b""
+    size, stack, torn = _hash_lines(_chunks_of_fd(fd))
+    return CompactRange.from_state(size, stack), os.fstat(fd).st_size - len(torn)
+
+
+def _chunks_of_fd(fd: int) -> Iterator[bytes]:
+    offset = 0
     while chunk := os.pread(fd, _CHUNK, offset):
         offset += len(chunk)
-        lines = (carry + chunk).split(b"\n")
-        carry = lines.pop()
-        for line in lines:
-            compact.append(leaf_hash(line))
-            good += len(line) + 1
-    return compact, good
+        yield chunk
 
 
 # --- verifier side ------------------------------------------------------------------------------
@@ -256,10 +254,11 @@ def _chunks_of_file(path: Path) -> Iterator[bytes]:
             yield chunk
 
 
-def _hash_lines(chunks: Iterable[bytes]) -> TreeHead:
-    """RFC 6962 root over newline-terminated lines: the hot loop of verification.
+def _hash_lines(chunks: Iterable[bytes]) -> tuple[int, list[bytes], bytes]:
+    """Hash newline-terminated lines: ``(size, compact range hashes, bytes after the last \\n)``.
 
-    Inlines leaf hashing and the compact-range merge with local names; no JSON is parsed.
+    The hot loop of verification and of resuming: leaf hashing and the compact-range merge are
+    inlined with local names (about 2 us per record); no JSON is parsed.
     """
     sha256 = hashlib.sha256
     stack: list[bytes] = []
@@ -276,19 +275,24 @@ def _hash_lines(chunks: Iterable[bytes]) -> TreeHead:
                 n >>= 1
             stack.append(node)
             size += 1
-    if carry:
+    return size, stack, carry
+
+
+def _tree_head(chunks: Iterable[bytes]) -> TreeHead:
+    size, stack, torn = _hash_lines(chunks)
+    if torn:
         raise LogCorrupted(f"the log's last line (record {size}) has no newline: a torn write")
     return TreeHead(size, fold_root(stack))
 
 
 def root_of_bytes(data: bytes) -> TreeHead:
     """Tree size and root of a stored ``predictions.jsonl`` content."""
-    return _hash_lines(_chunks_of(data))
+    return _tree_head(_chunks_of(data))
 
 
 def root_of_file(path: Path) -> TreeHead:
     """Tree size and root of a ``predictions.jsonl`` file, streamed in 8 MiB chunks."""
-    return _hash_lines(_chunks_of_file(path))
+    return _tree_head(_chunks_of_file(path))
 
 
 def leaf_hashes_of(data: bytes) -> list[bytes]:

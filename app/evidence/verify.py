@@ -37,7 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from app.evidence.checkpoint import Checkpoint, NoteVerifier, open_note, parse_note
 from app.evidence.dsse import PAYLOAD_TYPE_IN_TOTO, Envelope, verify_envelope
 from app.evidence.errors import (
+    ArchiveObjectCorrupted,
     ArchiveObjectMissing,
+    ArchiveUnavailable,
     EnvelopeSignatureInvalid,
     EvidenceError,
     LogCorrupted,
@@ -55,7 +57,7 @@ from app.evidence.report import (
     RUN_MANIFEST_SUBJECT,
     STATEMENT_TYPE,
 )
-from app.storage.errors import ObjectNotFound
+from app.storage.errors import ObjectCorrupted, ObjectNotFound, StoreError
 from app.storage.layout import CONTAINER, run_key
 
 if TYPE_CHECKING:
@@ -68,7 +70,13 @@ class ArchiveReader(Protocol):
     """Read one archived object of a run by its name (``predictions.jsonl``, ``checkpoint``...)."""
 
     def read(self, name: str) -> bytes:
-        """Return the object's bytes; raise ``ArchiveObjectMissing`` if there is none."""
+        """Return the object's bytes.
+
+        Raises ``ArchiveObjectMissing`` if there is none, ``ArchiveObjectCorrupted`` if the store
+        itself detects changed bytes (both become verification failures), and
+        ``ArchiveUnavailable`` if the archive cannot be read at all (``verify_report`` lets that
+        one propagate: it is not evidence about the report).
+        """
         ...
 
 
@@ -89,6 +97,8 @@ class DirectoryArchive:
             return (self._root / _check_name(name)).read_bytes()
         except (FileNotFoundError, IsADirectoryError) as exc:
             raise ArchiveObjectMissing(f"{name} is not in {self._root}") from exc
+        except OSError as exc:
+            raise ArchiveUnavailable(f"cannot read {name} in {self._root}: {exc}") from exc
 
 
 class StoreArchive:
@@ -104,6 +114,10 @@ class StoreArchive:
             return self._store.get(key)
         except ObjectNotFound as exc:
             raise ArchiveObjectMissing(f"{key} is not in the store") from exc
+        except ObjectCorrupted as exc:
+            raise ArchiveObjectCorrupted(str(exc)) from exc
+        except StoreError as exc:
+            raise ArchiveUnavailable(f"cannot read {key}: {exc}") from exc
 
 
 MetricsHook = Callable[[Mapping[str, Any], ArchiveReader], Sequence[str]]
@@ -160,6 +174,9 @@ class _State:
                 self.cache[name] = self.archive.read(name)
             except ArchiveObjectMissing as exc:
                 raise _Failed(check, f"the archive has no {name}: {exc}") from exc
+            except ArchiveObjectCorrupted as exc:
+                raise _Failed(check, f"the store reports {name} changed after it was written: "
+                              f"{exc}") from exc
         return self.cache[name]
 
     def sha256(self, name: str, check: str) -> str:
@@ -180,7 +197,10 @@ def verify_report(
     *,
     recompute_metrics: MetricsHook | None = None,
 ) -> VerifyResult:
-    """Verify a report envelope offline; the result names the first check that failed."""
+    """Verify a report envelope offline; the result names the first check that failed.
+
+    Raises ``ArchiveUnavailable`` only when the archive cannot be read at all.
+    """
     state = _State(archive, now or datetime.now(UTC))
     steps: list[Callable[[_State], None]] = [
         lambda s: _envelope(s, envelope), lambda s: _jwks(s, jwks), _signature, _payload_type,

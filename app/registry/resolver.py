@@ -63,7 +63,11 @@ class HttpRegistryResolver:
     def __init__(self, insecure_hosts: list[str], timeout_s: float = 5.0,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.insecure_hosts = set(insecure_hosts)
-        self.client = httpx.Client(timeout=timeout_s, transport=transport,
+        # One client per process, shared by the request threads: connections to a registry are
+        # kept alive and reused. Keep as many as requests may resolve at once (httpx keeps 20
+        # by default and closes the rest, so a burst of submissions reconnected every time).
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=64)
+        self.client = httpx.Client(timeout=timeout_s, transport=transport, limits=limits,
                                    follow_redirects=True, trust_env=False)
 
     def resolve(self, ref: ImageReference) -> ResolvedImage:

@@ -27,8 +27,11 @@ Lock" rule) and as user metadata ``sha256`` (hex), which ``get`` checks on the w
 
 Client settings: path-style addressing and SigV4 (S3-compatible servers), and
 ``request_checksum_calculation`` / ``response_checksum_validation`` = ``when_required``: since
-boto3 1.36 the SDK otherwise adds CRC32/CRC64NVME (trailing) checksums that several S3-compatible
-servers reject; we send our own SHA-256 instead.
+boto3 1.36 the SDK otherwise adds its own CRC32/CRC64NVME checksums (as trailers for streamed
+bodies), which several S3-compatible servers reject. Checked on this project's SeaweedFS 4.48 with
+boto3 1.44: it accepts both the defaults (an ``x-amz-checksum-crc32`` header for a ``bytes`` body)
+and these settings, with and without Object Lock headers; the settings stay for the other servers,
+and because the checksum we want recorded is our SHA-256, which we send explicitly.
 
 This module is the only one that imports ``botocore``: every vendor error becomes a port error.
 """
@@ -142,16 +145,13 @@ class S3ArtifactStore:
         return self._lock
 
     def _detect_object_lock(self) -> bool:
-        try:
-            with _boundary():
-                try:
-                    answer = self._client.get_object_lock_configuration(Bucket=self._bucket)
-                except ClientError as exc:
-                    if _code(exc) in _NO_LOCK_CONFIG:
-                        return False
-                    raise
-        except StoreError:
-            raise
+        with _boundary():
+            try:
+                answer = self._client.get_object_lock_configuration(Bucket=self._bucket)
+            except ClientError as exc:
+                if _code(exc) in _NO_LOCK_CONFIG:  # a bucket without lock, or a server without it
+                    return False
+                raise
         config = answer.get("ObjectLockConfiguration", {})
         return config.get("ObjectLockEnabled") == "Enabled"
 

@@ -86,8 +86,13 @@ def get_submission(
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Status for polling. Send the last ``ETag`` as ``If-None-Match`` to get a cheap 304."""
+    # One query loads the submission, its latest run and the report flag. get_visible then
+    # finds the submission in the session's identity map (``found`` keeps it there) and only
+    # applies the visibility rule; for an unknown id it asks again and answers 404.
+    found = SubmissionRepository(session).get_with_latest_run(submission_id)
     sub = service.get_visible(session, caller, submission_id)
-    body = present(session, caller, sub).model_dump_json().encode()
+    latest = found[1] if found is not None and found[0] is sub else None
+    body = present(session, caller, sub, latest).model_dump_json().encode()
     etag = strong_etag(body)
     headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
     if etag_matches(if_none_match, etag):

@@ -8,8 +8,8 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import Role
 from app.auth.service import Caller
-from app.runs.repository import RunRepository
 from app.submissions.models import Submission
+from app.submissions.repository import LatestRun, SubmissionRepository
 from app.submissions.schemas import RunSummary, SubmissionOut, SubmissionPublicOut
 
 
@@ -18,13 +18,14 @@ def provenance(sub: Submission) -> str:
 
 
 def present(
-    session: Session, caller: Caller, sub: Submission
+    session: Session, caller: Caller, sub: Submission, latest: LatestRun | None = None
 ) -> SubmissionOut | SubmissionPublicOut:
-    repo = RunRepository(session)
-    run = repo.get(sub.latest_run_id) if sub.latest_run_id else None
-    report_url = None
-    if run is not None and repo.latest_report(run.id) is not None:
-        report_url = f"/v1/runs/{run.id}/report"
+    """``latest``: the submission's latest run, when the caller already loaded it (one query
+    otherwise)."""
+    if latest is None:
+        latest = SubmissionRepository(session).latest_run(sub)
+    run = latest.run
+    report_url = f"/v1/runs/{run.id}/report" if run is not None and latest.has_report else None
     url = f"/v1/submissions/{sub.id}"
     if caller.role is Role.reader and sub.owner_id != caller.id:
         return SubmissionPublicOut(
@@ -35,9 +36,9 @@ def present(
             platform_received_at=sub.platform_received_at, updated_at=sub.updated_at,
             report_url=report_url, url=url,
         )
-    latest = None
+    summary = None
     if run is not None:
-        latest = RunSummary(id=run.id, kind=run.kind, status=run.status,
+        summary = RunSummary(id=run.id, kind=run.kind, status=run.status,
                             failure_reason=run.failure_reason, created_at=run.created_at,
                             url=f"/v1/runs/{run.id}")
     return SubmissionOut(
@@ -46,7 +47,7 @@ def present(
         hardware_class=sub.hardware_class, image=sub.image_ref,
         image_digest=sub.image_digest, artifact_uri=sub.artifact_uri, metadata=sub.meta,
         platform_received_at=sub.platform_received_at, updated_at=sub.updated_at,
-        latest_run=latest, report_url=report_url, url=url,
+        latest_run=summary, report_url=report_url, url=url,
     )
 
 

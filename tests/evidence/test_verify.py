@@ -17,16 +17,19 @@ from typing import Any
 
 import pytest
 
-from app.evidence.errors import ArchiveObjectMissing, NoActiveKey
+from app.evidence.errors import ArchiveObjectMissing, ArchiveUnavailable, NoActiveKey
 from app.evidence.keys import KeyRing
 from app.evidence.report import PREDICATE_TYPE, peek_statement
 from app.evidence.verify import (
     ArchiveReader,
     DirectoryArchive,
+    StoreArchive,
     VerifyResult,
     verify_report,
 )
-from app.storage import layout
+from app.storage import ObjectCorrupted, StoreUnavailable, layout
+from app.storage.local import LocalDirectoryStore
+from app.warnings import DevOnlyWarning
 from tests.evidence.runfactory import (
     KEYS_FROM,
     SIGNED_AT,
@@ -354,3 +357,28 @@ def test_directory_archive_refuses_paths(run: BuiltRun) -> None:
     for name in ("../x", ".hidden", "a/b", ""):
         with pytest.raises(ArchiveObjectMissing):
             archive.read(name)
+
+
+class _FlakyStore(LocalDirectoryStore):
+    """A real local store whose reads fail the way a remote store can."""
+
+    def __init__(self, root: Path, error: Exception) -> None:
+        with pytest.warns(DevOnlyWarning):
+            super().__init__(root)
+        self.error = error
+
+    def get(self, key: str) -> bytes:
+        raise self.error
+
+
+def test_store_detected_corruption_fails_the_named_check(run: BuiltRun, tmp_path: Path) -> None:
+    store = _FlakyStore(tmp_path, ObjectCorrupted("runs/r/predictions.jsonl", "aa", "bb"))
+    result = _verify(run, archive=StoreArchive(store, run.run_id))
+    assert _failed(result) == "subject:predictions.jsonl"
+    assert result.failure is not None and "changed after it was written" in result.failure.detail
+
+
+def test_an_unreadable_archive_is_not_a_verdict(run: BuiltRun, tmp_path: Path) -> None:
+    store = _FlakyStore(tmp_path, StoreUnavailable("connection refused"))
+    with pytest.raises(ArchiveUnavailable, match="connection refused"):
+        _verify(run, archive=StoreArchive(store, run.run_id))

@@ -127,9 +127,11 @@ def main() -> int:
             reply["forecasts"][0]["quantiles"] = {"0.10": [0.0]}
         elif MODE == "big-int":
             reply["extra"] = 2**60
+        if MODE == "unsolicited":  # one write, so the extra line is there before the next request
+            out.write(json.dumps(reply).encode() + b'\n{"type":"log","message":"by the way"}\n')
+            out.flush()
+            continue
         send(reply)
-        if MODE == "unsolicited":
-            send({"type": "log", "message": "by the way"})
     return 0
 
 

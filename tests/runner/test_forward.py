@@ -7,7 +7,7 @@ import itertools
 import json
 import threading
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -104,10 +104,28 @@ def test_each_record_is_handed_over_before_the_next_request() -> None:
     assert all((b - a).total_seconds() >= 0.05 for a, b in itertools.pairwise(stamps))
 
 
+class FrozenClock:
+    def now(self) -> datetime:
+        return datetime(2030, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+
+    def monotonic_ns(self) -> int:
+        return 0
+
+
+def test_an_injected_clock_stamps_but_does_not_time() -> None:
+    card = make_card(windows=2)
+    recorder = Recorder()
+    outcome = drive_task(fake_process("slow", "20"), card=card, requests=make_requests(card),
+                         seed=1, run_id="r", on_record=recorder, clock=FrozenClock())
+    assert outcome.status == "completed"
+    assert {r["platform_issued_at"] for r in recorder.records} == {"2030-01-02T03:04:05.123456Z"}
+    assert all(r["runtime_ms"] >= 20 for r in recorder.records)
+
+
 def test_runtime_is_the_platform_measurement() -> None:
     outcome, rec = run("slow", "30", windows=4)
     assert outcome.status == "completed"
-    assert all(30.0 <= r["runtime_ms"] < 60.0 for r in rec.records)
+    assert all(30.0 <= r["runtime_ms"] < 250.0 for r in rec.records)
 
 
 @pytest.mark.parametrize(
@@ -175,12 +193,12 @@ def test_a_model_that_stops_reading_cannot_block_the_writer() -> None:
 
 
 def test_latency_budget() -> None:
-    # every 2nd call sleeps 300 ms: 2 of 5 over 100 ms = 40 % > 20 %
-    outcome, rec = run("slow-every", "2", windows=5, latency_ms=100, violation_pct=20)
+    # every 2nd call sleeps 300 ms: 2 of 5 over 200 ms = 40 % > 20 %
+    outcome, rec = run("slow-every", "2", windows=5, latency_ms=200, violation_pct=20)
     assert outcome.status == "latency_budget_exceeded"
     assert outcome.latency_violations == 2 and outcome.latency_violation_pct == 40.0
     assert rec.statuses == ["ok"] * 5
-    outcome, _ = run("slow-every", "2", windows=5, latency_ms=100, violation_pct=40)
+    outcome, _ = run("slow-every", "2", windows=5, latency_ms=200, violation_pct=40)
     assert outcome.status == "completed"
 
 

@@ -108,7 +108,7 @@ def api(committed: None, deps: pipeline.Deps, monkeypatch: pytest.MonkeyPatch
 
 
 def make_token(role: Role, name: str | None = None) -> str:
-    for session in session_scope():
+    with session_scope() as session:
         _, token = create_token(session, SystemClock(), name=name or f"{role.value}-"
                                 f"{uuid.uuid4().hex[:6]}", role=role)
     return token

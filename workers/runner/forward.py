@@ -40,6 +40,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -68,6 +69,9 @@ TaskStatus = Literal[
 RecordStatus = Literal["ok", "invalid", "timeout", "error"]
 Cancel = threading.Event | Callable[[], bool] | None
 _MIB = 1024 * 1024
+# Durations and deadlines always use the real monotonic clock, the same one ``started_ns`` of a
+# SealedProcess uses; an injected Clock only provides the wall-clock stamps.
+_now_ns = time.perf_counter_ns
 # The stream is still in step after these, so the model gets a "bye" instead of a SIGKILL.
 _POLITE_ENDS = frozenset({"completed", "invalid_predictions", "latency_budget_exceeded"})
 _NS_PER_S = 1_000_000_000
@@ -243,7 +247,7 @@ class _Session:
         self.quantile_keys = quantile_keys_for(card.quantile_levels)
         self.caps = [line_cap(card, r, limits) for r in requests]
         total_cap = sum(self.caps) + limits.line_cap_floor_bytes + limits.unsolicited_slack_bytes
-        now_ns = clock.monotonic_ns
+        now_ns = _now_ns
         self.reader = LineReader(proc.stdout.fileno(), max_total_bytes=total_cap, now_ns=now_ns)
         self.writer = LineWriter(proc.stdin.fileno(), now_ns=now_ns)
         self.outcome = TaskOutcome(card.task_id, attempt, "completed", requests_total=len(requests))
@@ -286,7 +290,7 @@ class _Session:
         return self._timeout_stop(when)
 
     def _timeout_stop(self, when: str) -> _Stop:
-        if self.clock.monotonic_ns() >= self.wall_deadline:
+        if _now_ns() >= self.wall_deadline:
             return _Stop("timeout", f"wall clock budget of {self.card.resource_budget.wall_clock_s}"
                                     f" s exceeded {when}")
         return _Stop("timeout", f"no answer within {self.call_timeout_ns / _NS_PER_S:g} s {when}")
@@ -306,7 +310,7 @@ class _Session:
             self.startup_deadline, self.limits.line_cap_floor_bytes, self.cancelled
         )
         if result.kind == "timeout":
-            if self.clock.monotonic_ns() >= self.wall_deadline:
+            if _now_ns() >= self.wall_deadline:
                 return self._timeout_stop("before ready")
             budget = self.card.resource_budget.startup_s
             return _Stop("startup_timeout", f"no ready within {budget} s")
@@ -329,7 +333,7 @@ class _Session:
     def before_request(self) -> _Stop | None:
         if self.cancelled is not None and self.cancelled():
             return _Stop("cancelled", "cancelled between requests")
-        if self.clock.monotonic_ns() >= self.wall_deadline:
+        if _now_ns() >= self.wall_deadline:
             return self._timeout_stop("between requests")
         if self.reader.has_unsolicited():
             return _Stop("protocol_error", "the model wrote output nobody asked for")
@@ -343,7 +347,7 @@ class _Session:
         self._note_peak(proc.memory_peak_bytes())  # whatever happened since the last sample
         per_call_memory = proc.reset_peak()
         issued = isoformat(clock.now())
-        t0 = clock.monotonic_ns()
+        t0 = _now_ns()
         deadline = min(t0 + self.call_timeout_ns, self.wall_deadline)
         written = self.writer.write(line, deadline, self.cancelled)
         result = (
@@ -351,7 +355,7 @@ class _Session:
             if written == "ok" else None
         )
         end_ns = result.end_ns if result is not None and result.kind == "line" else None
-        runtime_ms = round(((end_ns or clock.monotonic_ns()) - t0) / 1e6, 3)
+        runtime_ms = round(((end_ns or _now_ns()) - t0) / 1e6, 3)
         peak = proc.memory_peak_bytes()
         self._note_peak(peak)
         self.outcome.per_call_memory = per_call_memory
@@ -442,7 +446,7 @@ class _Session:
         proc = self.proc
         try:
             if stop.status in _POLITE_ENDS and proc.poll() is None:
-                deadline = self.clock.monotonic_ns() + int(self.limits.bye_grace_s * _NS_PER_S)
+                deadline = _now_ns() + int(self.limits.bye_grace_s * _NS_PER_S)
                 if self.writer.write(_encode({"type": "bye"}), deadline) == "ok":
                     proc.wait(self.limits.bye_grace_s)
             if proc.poll() is None:
@@ -463,7 +467,7 @@ class _Session:
         out.oom_observed = oom
         out.stderr_path = str(proc.stderr_path) if proc.stderr_path is not None else None
         out.stdout_bytes = self.reader.total_bytes
-        out.wall_ms = round((self.clock.monotonic_ns() - proc.started_ns) / 1e6, 3)
+        out.wall_ms = round((_now_ns() - proc.started_ns) / 1e6, 3)
         out.memory_peak_mb = None if self.peak_bytes is None else round(self.peak_bytes / _MIB, 3)
         if self.requests:
             pct = 100.0 * out.latency_violations / len(self.requests)
@@ -506,7 +510,8 @@ def drive_task(
     ``status`` (``ok``/``invalid``/``timeout``/``error``), ``answer`` (the parsed answer, or
     ``{"raw_prefix", "raw_bytes", "raw_sha256"}`` for bytes that are not canonical JSON, or
     ``None`` when nothing came back) and ``detail`` (why it is not ``ok``). ``seq`` is the log's.
-    An exception from ``on_record`` ends the attempt as ``platform_error``.
+    An exception from ``on_record`` ends the attempt as ``platform_error``. ``clock`` gives the
+    wall-clock stamps only; durations and deadlines use ``time.perf_counter_ns``.
     """
     try:
         session = _Session(

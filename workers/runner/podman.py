@@ -12,7 +12,10 @@ The sealing (``sealing_flags``) is what ``sealed_config`` records and digests:
 * ``--memory`` = ``--memory-swap`` (no swap), ``--cpus`` plus an exclusive ``--cpuset-cpus``,
   ``--pids-limit``, and explicit ulimits: this host's root lacks CAP_SYS_RESOURCE, and podman's
   default nofile/nproc exceed the hard limits (machine-notes 1a).
-* ``--log-driver=none`` (stdout is not copied to disk), ``--timeout`` as a backstop that conmon
+* ``--log-driver=passthrough``: conmon hands our pipes to the container as its stdin/stdout/stderr,
+  so protocol lines travel straight between the model and the driver (no copy through conmon and
+  the podman client: median harness overhead 0.05 ms instead of 0.15 ms) and nothing is logged to
+  disk. ``log_driver="none"`` keeps the copying path. ``--timeout`` is a backstop that conmon
   enforces even when the worker is gone.
 
 The runtime is passed explicitly (``--runtime runc`` by default: crun refuses this host's hybrid
@@ -75,7 +78,8 @@ def registry_host(image: str) -> str | None:
 
 
 class PodmanSealedProcess(PopenSealedProcess):
-    """A ``podman run -i`` client whose pipes reach the container's stdin/stdout."""
+    """A ``podman run -i`` client; with the passthrough log driver its pipes ARE the
+    container's stdin/stdout/stderr."""
 
     def __init__(
         self, backend: PodmanBackend, container_dir: Path, *args: Any, **kwargs: Any
@@ -121,7 +125,8 @@ class PodmanSealedProcess(PopenSealedProcess):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
                 return
-        self._backend.kill(self.name)
+        with contextlib.suppress(RunnerError):  # close() still removes it with podman rm -f
+            self._backend.kill(self.name)
 
     def runtime_error(self) -> str | None:
         # podman exits 125 for its own failures; a container that started wrote its pid file.
@@ -170,8 +175,10 @@ class PodmanBackend:
         base_env: Mapping[str, str] | None = None,
         command_timeout_s: float = 60.0,
         pull_timeout_s: float = 900.0,
+        log_driver: str = "passthrough",
     ) -> None:
         self.state_dir = state_dir
+        self.log_driver = log_driver
         self.podman_path = podman_path
         self.runtime = runtime
         self.insecure_hosts = frozenset(insecure_hosts)
@@ -288,7 +295,7 @@ class PodmanBackend:
             f"--ulimit=nofile={NOFILE}:{NOFILE}",
             f"--ulimit=nproc={NPROC}:{NPROC}",
             "--ulimit=core=0:0",
-            "--log-driver=none",
+            f"--log-driver={self.log_driver}",
         ]
         if spec.max_lifetime_s is not None:
             flags.append(f"--timeout={max(1, math.ceil(spec.max_lifetime_s))}")

@@ -331,14 +331,10 @@ class ProcessBackend:
         shutil.rmtree(self._sandbox_dir(name), ignore_errors=True)
 
     def cleanup_orphans(self, prefix: str = CONTAINER_PREFIX) -> list[str]:
-        names: set[str] = set()
-        if self.use_cgroups:
-            parent = self.cgroup_root / "pids" / CGROUP_PARENT
-            if parent.is_dir():
-                names.update(p.name for p in parent.iterdir() if p.is_dir())
+        """Sandboxes started from this state directory whose owner died. (Cgroups alone do not
+        say who owns them, so another state directory's sandboxes are never touched.)"""
         sandboxes = self.state_dir / "sandboxes"
-        if sandboxes.is_dir():
-            names.update(p.name for p in sandboxes.iterdir())
+        names = {p.name for p in sandboxes.iterdir()} if sandboxes.is_dir() else set()
         removed = []
         for name in sorted(n for n in names if n.startswith(prefix)):
             if not owned_by_live_process(self._sandbox_dir(name) / "owner.lock"):
