@@ -64,7 +64,7 @@ def cmd_keys_generate(args: argparse.Namespace) -> int:
     stamp = time.strftime("%Y-%m-%d")  # <purpose>-<date>.pem: the key ring's rotation format
     for purpose in ("report", "log"):
         path = directory / f"{purpose}-{stamp}.pem"
-        if path.exists() and not args.force:
+        if path.exists():
             print(f"{path} exists; keeping it", file=sys.stderr)
             continue
         generate_keypair(path)
@@ -270,9 +270,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from app.evidence.cli import run_verify
+    from app.reports.recompute import verify_metrics_hook
 
     return run_verify(args.report, archive=args.archive, jwks=args.jwks,
-                      recompute=args.recompute)
+                      recompute=args.recompute,
+                      metrics_hook=verify_metrics_hook if args.recompute else None)
 
 
 def cmd_recompute(args: argparse.Namespace) -> int:
@@ -316,7 +318,6 @@ def build_parser() -> argparse.ArgumentParser:
     keys = sub.add_parser("keys").add_subparsers(dest="keys_command", required=True)
     p = keys.add_parser("generate", help="write a new report key and log key (Ed25519 PEM)")
     p.add_argument("--dir")
-    p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_keys_generate)
 
     store = sub.add_parser("store").add_subparsers(dest="store_command", required=True)

@@ -167,3 +167,16 @@ def _version_of(name: str) -> int:
 
 
 __all__ = ["Recomputed", "Run", "recompute_report", "rescore", "run_recompute_cli"]
+
+
+def verify_metrics_hook(predicate: Any, reader: Any) -> list[str]:
+    """``future-ts verify --recompute``: rescore the archived log with the platform's labels and
+    return how the signed metrics differ (empty when they agree)."""
+    from app.settings import get_settings
+
+    manifest = reader.read(layout.RUN_MANIFEST)
+    tasks = [t["task_id"] for t in json.loads(manifest).get("tasks", [])] or \
+        list(predicate.get("metrics", {}))
+    result = rescore(load_catalog(get_settings().catalog_version), reader.read(layout.PREDICTIONS),
+                     manifest, {"predicate": dict(predicate)}, tasks)
+    return result.differences
