@@ -187,3 +187,32 @@ def test_staff_recompute_makes_a_new_report_version(api: tuple[TestClient, NullQ
                          headers={"Authorization": f"Bearer {staff}"}).content
         assert verify_report(env, StoreArchive(deps.store, run_id),
                              client.get("/v1/keys").json()).ok
+
+
+def test_cli_verify_and_recompute_offline(api: tuple[TestClient, NullQueue],
+                                          deps: pipeline.Deps, tmp_path: Any,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from app.cli import main
+
+    client, queue = api
+    token = make_token(Role.author)
+    _submit(client, token, submission_body("theta", ["elnino-nino12-monthly"]))
+    run_id = queue.sent[0]
+    assert pipeline.execute_run(run_id, "test-worker") == "completed"
+    for name in (layout.PREDICTIONS, layout.CHECKPOINT, layout.RUN_MANIFEST, layout.CONTAINER,
+                 layout.STDERR, layout.REPORT):
+        (tmp_path / name).write_bytes(deps.store.get(layout.run_key(run_id, name)))
+    (tmp_path / "jwks.json").write_text(json.dumps(client.get("/v1/keys").json()))
+    report, jwks = str(tmp_path / layout.REPORT), str(tmp_path / "jwks.json")
+    assert main(["verify", report, "--archive", str(tmp_path), "--jwks", jwks,
+                 "--recompute"]) == 0
+    assert main(["recompute-metric", run_id, "--archive", str(tmp_path)]) == 0
+    # One changed byte in the archived log: verify names it and exits non-zero.
+    data = bytearray((tmp_path / layout.PREDICTIONS).read_bytes())
+    data[40] ^= 0x01
+    (tmp_path / layout.PREDICTIONS).write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["verify", report, "--archive", str(tmp_path), "--jwks", jwks]) == 1
+    assert "FAIL  subject:predictions.jsonl" in capsys.readouterr().out

@@ -340,46 +340,49 @@ class _Session:
         return None
 
     def call(self, index: int, request: ForecastRequest) -> _Stop | None:
+        """One request: send, time, judge, hand the record over. Returns a stop if it ends."""
         request_id = f"{request.window_id}-{index}"
         line = _encode(request_message(self.card, request, request_id))
-        request_sha256 = hashlib.sha256(line).hexdigest()
-        proc, clock = self.proc, self.clock
-        self._note_peak(proc.memory_peak_bytes())  # whatever happened since the last sample
-        per_call_memory = proc.reset_peak()
-        issued = isoformat(clock.now())
-        t0 = _now_ns()
-        deadline = min(t0 + self.call_timeout_ns, self.wall_deadline)
-        written = self.writer.write(line, deadline, self.cancelled)
-        result = (
-            self.reader.read_line(deadline, self.caps[index], self.cancelled)
-            if written == "ok" else None
-        )
-        end_ns = result.end_ns if result is not None and result.kind == "line" else None
-        runtime_ms = round(((end_ns or _now_ns()) - t0) / 1e6, 3)
-        peak = proc.memory_peak_bytes()
-        self._note_peak(peak)
-        self.outcome.per_call_memory = per_call_memory
-        self.outcome.requests_sent += 1
-        self.outcome.first_issued_at = self.outcome.first_issued_at or issued
-        self.outcome.last_issued_at = issued
-        verdict, stop = self._judge(written, result, request, request_id)
+        exchange = self._exchange(line, self.caps[index])
+        outcome = self.outcome
+        outcome.requests_sent += 1
+        outcome.first_issued_at = outcome.first_issued_at or exchange.issued
+        outcome.last_issued_at = exchange.issued
+        verdict, stop = self._judge(exchange.written, exchange.result, request, request_id)
+        peak = exchange.peak_bytes
         record = {
             "run_id": self.run_id,
             "task_id": self.card.task_id,
             "attempt": self.attempt,
             "window_id": request.window_id,
             "request_id": request_id,
-            "request_sha256": request_sha256,
-            "platform_issued_at": issued,
-            "runtime_ms": runtime_ms,
+            "request_sha256": hashlib.sha256(line).hexdigest(),
+            "platform_issued_at": exchange.issued,
+            "runtime_ms": exchange.runtime_ms,
             "memory_mb": None if peak is None else round(peak / _MIB, 3),
             "status": verdict.status,
             "answer": verdict.answer,
             "detail": verdict.detail,
         }
-        self._count(verdict.status, runtime_ms, answered=end_ns is not None)
+        self._count(verdict.status, exchange.runtime_ms, answered=exchange.answered)
         self.on_record(record)
         return stop
+
+    def _exchange(self, line: bytes, cap: int) -> _Exchange:
+        """The timed part: stamp, write, read one line; the cgroup peak is reset just before."""
+        proc = self.proc
+        self._note_peak(proc.memory_peak_bytes())  # whatever happened since the last sample
+        self.outcome.per_call_memory = proc.reset_peak()
+        issued = isoformat(self.clock.now())
+        t0 = _now_ns()
+        deadline = min(t0 + self.call_timeout_ns, self.wall_deadline)
+        written = self.writer.write(line, deadline, self.cancelled)
+        result = self.reader.read_line(deadline, cap, self.cancelled) if written == "ok" else None
+        answered = result is not None and result.kind == "line"
+        end_ns = result.end_ns if result is not None and answered else _now_ns()
+        peak = proc.memory_peak_bytes()
+        self._note_peak(peak)
+        return _Exchange(issued, written, result, round((end_ns - t0) / 1e6, 3), answered, peak)
 
     def _judge(
         self, written: str, result: ReadResult | None, request: ForecastRequest, request_id: str
@@ -479,6 +482,16 @@ class _Session:
             out.latency_p99_ms = round(percentile(ordered, 99), 3)
             out.latency_max_ms = ordered[-1]
         return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Exchange:
+    issued: str
+    written: str
+    result: ReadResult | None
+    runtime_ms: float
+    answered: bool
+    peak_bytes: int | None
 
 
 @dataclass(frozen=True, slots=True)
