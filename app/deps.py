@@ -21,7 +21,6 @@ from app.queue import CeleryRunQueue, RunQueue, get_celery_client
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
 from app.settings import Settings, get_settings
 from app.storage.port import ArtifactStore
-from app.submissions.service import CatalogView
 
 
 def get_session() -> Iterator[Session]:
@@ -46,18 +45,6 @@ def get_run_queue() -> RunQueue:
     return CeleryRunQueue(get_celery_client())
 
 
-@lru_cache(maxsize=1)
-def _catalog_view() -> CatalogView:
-    from app.catalog import load_catalog
-
-    catalog = load_catalog(get_settings().catalog_version)
-    return CatalogView({c.task_id: c for c in catalog.cards()}, catalog.suites())
-
-
-def get_catalog_view() -> CatalogView:
-    return _catalog_view()
-
-
 # scope="function": commit before the response is sent, so a 202 is only ever answered for a
 # submission that is durable (the default "request" scope would commit after sending).
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
@@ -65,7 +52,6 @@ ClockDep = Annotated[Clock, Depends(get_clock)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 ResolverDep = Annotated[ImageResolver, Depends(get_resolver)]
 RunQueueDep = Annotated[RunQueue, Depends(get_run_queue)]
-CatalogDep = Annotated[CatalogView, Depends(get_catalog_view)]
 
 
 def get_caller(
@@ -129,6 +115,6 @@ def get_catalog() -> Catalog:
     return load_catalog(get_settings().catalog_version)
 
 
+CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 StoreDep = Annotated[ArtifactStore, Depends(get_store)]
 KeyRingDep = Annotated[KeyRing, Depends(get_keyring)]
-FullCatalogDep = Annotated[Catalog, Depends(get_catalog)]

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field
 
 from app.auth.errors import RoleNotAllowed, TokenInvalid, TokenMissing
-from app.deps import ClockDep, FullCatalogDep, KeyRingDep, SessionDep, StaffDep, StoreDep
+from app.deps import CatalogDep, ClockDep, KeyRingDep, SessionDep, StaffDep, StoreDep
 from app.errors import error_responses
 from app.reports.recompute import recompute_report
 from app.runs.errors import ReportNotFound, RunNotFound
@@ -41,7 +41,7 @@ def jwks(keyring: KeyRingDep, response: Response) -> dict[str, Any]:
 )
 def recompute(
     run_id: str, body: RecomputeRequest, session: SessionDep, staff: StaffDep, clock: ClockDep,
-    store: StoreDep, keyring: KeyRingDep, catalog: FullCatalogDep,
+    store: StoreDep, keyring: KeyRingDep, catalog: CatalogDep,
 ) -> RecomputeOut:
     """Staff: rescore from the archived predictions and sign a new report version."""
     report, differences = recompute_report(session, clock, store, keyring, catalog,

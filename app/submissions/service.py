@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from app.audit import service as audit
 from app.auth.service import Caller
+from app.catalog import Catalog
 from app.catalog.cards import TaskCard
 from app.clock import Clock
 from app.db import new_id
@@ -40,23 +41,16 @@ from app.submissions.errors import (
 from app.submissions.models import Submission, SubmissionStatus
 from app.submissions.repository import SubmissionRepository
 from app.submissions.schemas import SubmissionCreate
+from app.validation import SubmissionInput, resolve_tasks, validate_submission
 from app.webhooks import service as webhooks
 from app.webhooks.urls import check_webhook_url
-
-
-class CatalogView:
-    """The slice of the catalog intake needs (a protocol, kept concrete for mypy friendliness)."""
-
-    def __init__(self, cards: dict[str, TaskCard], suites: dict[str, list[str]]) -> None:
-        self.cards = cards
-        self.suites = suites
 
 
 @dataclass(frozen=True)
 class IntakeContext:
     clock: Clock
     resolver: ImageResolver
-    catalog: CatalogView
+    catalog: Catalog
     queue: RunQueue
     artifact_allowed_hosts: list[str]
     resolve_artifact_dns: bool = True
@@ -69,45 +63,22 @@ def request_fingerprint(body: SubmissionCreate) -> str:
     return hashlib.sha256(rfc8785.dumps(body.model_dump(mode="json"))).hexdigest()
 
 
-def _problems(body: SubmissionCreate, cards: list[TaskCard]) -> list[str]:
-    out: list[str] = []
-    meta = body.metadata
-    if meta.frozen_at < meta.training_cutoff:
-        out.append("metadata.frozen_at is before metadata.training_cutoff")
-    if body.execution_mode == "self_attested" and body.tier != "public_dev":
-        out.append("self_attested submissions are accepted for the public_dev tier only")
-    for card in cards:
-        if card.tier != body.tier:
-            out.append(f"task {card.task_id} belongs to tier {card.tier}, not {body.tier}")
-        if card.requires_pretraining_manifest and not meta.pretraining_data_manifest:
-            out.append(f"task {card.task_id} requires metadata.pretraining_data_manifest")
-    if body.execution_mode == "sealed":
-        if not body.image:
-            out.append("a sealed submission needs an image")
-        if body.predictions is not None:
-            out.append("a sealed submission may not carry predictions")
-    else:
-        if body.predictions is None:
-            out.append("a self_attested submission must carry predictions")
-        elif set(body.predictions) != {c.task_id for c in cards}:
-            out.append("predictions must cover exactly the submitted tasks")
+def _validate(body: SubmissionCreate, catalog: Catalog, received_at: datetime
+              ) -> list[TaskCard]:
+    """The catalog's rules (``app.validation``) plus the one intake adds: one hardware class
+    per submission, since one run is provisioned on one class."""
+    problems = [p.to_dict() for p in
+                validate_submission(body.model_dump(mode="json"), catalog,
+                                    received_at=received_at)]
+    task_ids, _ = resolve_tasks(SubmissionInput.from_mapping(body.model_dump(mode="json")),
+                                catalog)
+    cards = [catalog.card(t) for t in task_ids]
     if len({c.resource_budget.hardware_class for c in cards}) > 1:
-        out.append("tasks of one submission must share a hardware class; submit them separately")
-    return out
-
-
-def _task_cards(body: SubmissionCreate, catalog: CatalogView) -> list[TaskCard]:
-    task_ids = list(dict.fromkeys(body.tasks))
-    if body.suite is not None:
-        if body.suite not in catalog.suites:
-            raise SubmissionInvalid(f"unknown suite {body.suite!r}")
-        task_ids = list(dict.fromkeys([*task_ids, *catalog.suites[body.suite]]))
-    if not task_ids:
-        raise SubmissionInvalid("name at least one task (tasks) or a suite")
-    unknown = [t for t in task_ids if t not in catalog.cards]
-    if unknown:
-        raise SubmissionInvalid(f"unknown task(s): {', '.join(unknown)}")
-    return [catalog.cards[t] for t in task_ids]
+        problems.append({"code": "mixed_hardware_classes", "field": "tasks",
+                         "message": "tasks of one submission must share a hardware class"})
+    if problems:
+        raise SubmissionInvalid(problems)
+    return cards
 
 
 def create_submission(
@@ -124,10 +95,7 @@ def create_submission(
     if ctx.quota is not None:
         # Before anything costly (the registry call); a replay above never counts twice.
         quotas.enforce(session, ctx.clock, ctx.quota, caller)
-    cards = _task_cards(body, ctx.catalog)
-    problems = _problems(body, cards)
-    if problems:
-        raise SubmissionInvalid(problems)
+    cards = _validate(body, ctx.catalog, ctx.clock.now())
     if body.artifact_uri:
         check_artifact_uri(body.artifact_uri, ctx.artifact_allowed_hosts,
                            resolve=ctx.resolve_artifact_dns)

@@ -19,16 +19,15 @@ class TaskNotFound(NotFound):
 @router.get("/tasks")
 def list_tasks(catalog: CatalogDep) -> dict[str, Any]:
     """Public task cards: windows with issue times, budgets, metrics; never labels."""
-    return {"tasks": [c.public_dict() for c in catalog.cards.values()],
-            "suites": catalog.suites}
+    return {"catalog": catalog.version,
+            "tasks": [c.public_dict() for c in catalog.cards()], "suites": catalog.suites()}
 
 
 @router.get("/tasks/{task_id}", responses=error_responses(TaskNotFound))
 def get_task(task_id: str, catalog: CatalogDep) -> dict[str, Any]:
-    card = catalog.cards.get(task_id)
-    if card is None:
+    if task_id not in catalog.task_ids():
         raise TaskNotFound(f"task {task_id} not found")
-    return card.public_dict()
+    return catalog.card(task_id).public_dict()
 
 
 @router.get("/hardware-classes")

@@ -10,35 +10,13 @@ from sqlalchemy.orm import Session
 
 from app.auth.models import Role
 from app.auth.service import create_token
-from app.catalog.cards import ResourceBudget, TaskCard, WindowCard
 from app.clock import SystemClock
-from app.deps import get_catalog_view, get_resolver, get_run_queue, get_session
+from app.deps import get_resolver, get_run_queue, get_session
 from app.main import create_app
 from app.registry.reference import ImageReference
 from app.registry.resolver import ResolvedImage
-from app.submissions.service import CatalogView
 
 DIGEST = "sha256:" + "ab" * 32
-
-
-def card(task_id: str, tier: str = "public_dev", hw: str = "cpu-1c-1g",
-         manifest: bool = False) -> TaskCard:
-    return TaskCard(
-        task_id=task_id, tier=tier, title=task_id, freq="MS", horizon=4, seasonality=12,  # type: ignore[arg-type]
-        quantile_levels=[0.1, 0.5, 0.9], context_length=48, metrics=["mase"],
-        source_snapshot_id="sha256:" + "00" * 32,
-        resource_budget=ResourceBudget(hw, 100.0, 5.0, 256, 10.0, 60.0),
-        windows=[WindowCard("w0", "2020-01-01T00:00:00Z")], source="test", licence="CC0",
-        requires_pretraining_manifest=manifest,
-    )
-
-
-TEST_CATALOG = CatalogView(
-    {c.task_id: c for c in [card("dev-a"), card("dev-b"), card("blind-a", "blind_archive"),
-                            card("live-a", "live"), card("dev-2c", hw="cpu-2c-4g"),
-                            card("dev-manifest", manifest=True)]},
-    {"dev": ["dev-a", "dev-b"]},
-)
 
 
 @dataclass
@@ -55,7 +33,8 @@ class StubResolver:
 
     def resolve(self, ref: ImageReference) -> ResolvedImage:
         self.calls += 1
-        return ResolvedImage(ref, ref.digest or DIGEST, "application/vnd.oci.image.manifest.v1+json")
+        return ResolvedImage(ref, ref.digest or DIGEST,
+                             "application/vnd.oci.image.manifest.v1+json")
 
 
 @pytest.fixture()
@@ -83,7 +62,6 @@ def client(db_session: Session, queue: RecordingQueue, resolver: StubResolver
 
     app.dependency_overrides[get_session] = _session
     app.dependency_overrides[get_run_queue] = lambda: queue
-    app.dependency_overrides[get_catalog_view] = lambda: TEST_CATALOG
     app.dependency_overrides[get_resolver] = lambda: resolver
     with TestClient(app, raise_server_exceptions=False) as c:
         yield c
@@ -107,7 +85,7 @@ def auth(token: str) -> dict[str, str]:
 def body(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "image": "127.0.0.1:5000/future-ts/seasonal-naive:latest",
-        "tasks": ["dev-a"], "tier": "public_dev", "execution_mode": "sealed",
+        "tasks": ["sunspots-yearly"], "tier": "public_dev", "execution_mode": "sealed",
         "metadata": {"model_name": "snaive", "organization": "FUTURE-TS",
                      "training_cutoff": "2020-01-01T00:00:00Z",
                      "frozen_at": "2020-02-01T00:00:00Z"},

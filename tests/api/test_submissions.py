@@ -50,11 +50,9 @@ def test_rejected_submission_is_not_enqueued(client: TestClient, tokens: dict[st
         ({"artifact_uri": "https://[::1]/m"}, "artifact_uri_rejected"),
         ({"artifact_uri": "https://localhost/m"}, "artifact_uri_rejected"),
         ({"artifact_uri": "https://user:pw@example.com/m"}, "artifact_uri_rejected"),
-        ({"tasks": ["dev-a"], "tier": "blind_archive"}, "invalid_submission"),
-        ({"tasks": ["blind-a"], "tier": "blind_archive", "execution_mode": "self_attested",
-          "predictions": {"blind-a": []}, "image": None}, "invalid_submission"),
-        ({"tasks": ["dev-a", "dev-2c"]}, "invalid_submission"),
-        ({"tasks": ["dev-manifest"]}, "invalid_submission"),
+        ({"tasks": ["sunspots-yearly"], "tier": "blind_archive"}, "invalid_submission"),
+        ({"tasks": ["nile-yearly"], "tier": "blind_archive", "execution_mode": "self_attested",
+          "predictions": {"nile-yearly": []}, "image": None}, "invalid_submission"),
         ({"tasks": []}, "invalid_submission"),
         ({"image": None}, "invalid_submission"),
         ({"tier": "gold"}, "RequestValidationFailed"),
@@ -99,7 +97,7 @@ def test_idempotency_key(client: TestClient, tokens: dict[str, str], queue: Reco
     assert first.status_code == again.status_code == 202
     assert first.json()["id"] == again.json()["id"]
     assert len(queue.sent) == 1
-    other = client.post("/v1/submissions", json=body(tasks=["dev-b"]), headers=h)
+    other = client.post("/v1/submissions", json=body(tasks=["elnino-nino12-monthly"]), headers=h)
     assert other.status_code == 409
     assert other.json()["error"] == "IdempotencyKeyReused"
     # The same key from another author is another submission.
@@ -109,10 +107,11 @@ def test_idempotency_key(client: TestClient, tokens: dict[str, str], queue: Reco
 
 
 def test_suite_expands_to_tasks(client: TestClient, tokens: dict[str, str]) -> None:
-    r = client.post("/v1/submissions", json=body(tasks=[], suite="dev"),
+    r = client.post("/v1/submissions", json=body(tasks=[], suite="public_dev"),
                     headers=auth(tokens["alice"]))
     assert r.status_code == 202
-    assert r.json()["tasks"] == ["dev-a", "dev-b"]
+    assert r.json()["tasks"] == ["sunspots-yearly", "elnino-nino12-monthly",
+                                 "danish-money-quarterly"]
 
 
 def test_auth_and_visibility(client: TestClient, tokens: dict[str, str]) -> None:
@@ -149,7 +148,8 @@ def test_etag_and_304(client: TestClient, tokens: dict[str, str]) -> None:
 
 
 def test_list_pagination_and_filters(client: TestClient, tokens: dict[str, str]) -> None:
-    ids = [client.post("/v1/submissions", json=body(tasks=["dev-a" if i % 2 else "dev-b"]),
+    tasks = ["elnino-nino12-monthly", "sunspots-yearly"]
+    ids = [client.post("/v1/submissions", json=body(tasks=[tasks[i % 2]]),
                        headers=auth(tokens["alice"])).json()["id"] for i in range(5)]
     seen: list[str] = []
     cursor = None
@@ -161,7 +161,7 @@ def test_list_pagination_and_filters(client: TestClient, tokens: dict[str, str])
         if not cursor:
             break
     assert seen == list(reversed(ids))
-    only_a = client.get("/v1/submissions", params={"task": "dev-a"},
+    only_a = client.get("/v1/submissions", params={"task": "sunspots-yearly"},
                         headers=auth(tokens["alice"])).json()["items"]
     assert {s["id"] for s in only_a} == {ids[1], ids[3]}
     queued = client.get("/v1/submissions", params={"status": "completed"},
@@ -186,8 +186,9 @@ def test_cancel_rules(client: TestClient, tokens: dict[str, str]) -> None:
 
 def test_catalog_endpoints(client: TestClient) -> None:
     tasks = client.get("/v1/tasks").json()
-    assert {t["task_id"] for t in tasks["tasks"]} >= {"dev-a", "blind-a"}
-    assert client.get("/v1/tasks/dev-a").json()["horizon"] == 4
+    assert {t["task_id"] for t in tasks["tasks"]} >= {"sunspots-yearly", "nile-yearly"}
+    assert "available_at" not in str(tasks) and "targets" not in str(tasks)
+    assert client.get("/v1/tasks/sunspots-yearly").json()["horizon"] == 11
     assert client.get("/v1/tasks/nope").status_code == 404
     classes = client.get("/v1/hardware-classes").json()["hardware_classes"]
     assert {c["id"] for c in classes} >= {"cpu-1c-1g"}
