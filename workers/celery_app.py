@@ -11,7 +11,6 @@ import logging
 
 from celery.signals import worker_ready
 
-import app.models
 from app.queue import make_celery
 from app.settings import get_settings
 

@@ -25,6 +25,7 @@ from app.queue import CeleryRunQueue, get_celery_client
 from app.runs import service as runs
 from app.runs.models import FailureReason, Run, RunStatus
 from app.settings import get_settings
+from app.webhooks.service import notify_terminal
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ def reap_stuck_runs(actor: str) -> int:
                 runs.transition(session, clock, run, RunStatus.failed, actor=f"reaper:{actor}",
                                 failure_reason=FailureReason.timeout.value,
                                 failure_detail="run exceeded the platform's hard ceiling")
+                notify_terminal(session, run)
             elif now - beat > heartbeat_timeout:
                 _retry_or_fail(session, clock, run, actor, requeue)
             else:
@@ -70,6 +72,7 @@ def _retry_or_fail(session: object, clock: SystemClock, run: Run, actor: str,
         runs.transition(session, clock, run, RunStatus.failed, actor=f"reaper:{actor}",
                         failure_reason=FailureReason.platform_error.value,
                         failure_detail="worker lost too many times", detail=detail)
+        notify_terminal(session, run)
         return
     run.platform_attempts += 1
     run.worker = None

@@ -71,7 +71,7 @@ class Run(Base):
     artifact_sha256: Mapped[str | None] = mapped_column(String(80), nullable=True)
     previous_run_id: Mapped[str | None] = mapped_column(String(40), nullable=True)
     reason: Mapped[str | None] = mapped_column(Text, nullable=True)
-    requested_by: Mapped[str | None] = mapped_column(String(40), nullable=True)
+    requested_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
     worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
     platform_attempts: Mapped[int] = mapped_column(Integer, default=0)
     operational_level: Mapped[str | None] = mapped_column(String(40), nullable=True)

@@ -103,7 +103,7 @@ def upgrade() -> None:
     sa.Column('artifact_sha256', sa.String(length=80), nullable=True),
     sa.Column('previous_run_id', sa.String(length=40), nullable=True),
     sa.Column('reason', sa.Text(), nullable=True),
-    sa.Column('requested_by', sa.String(length=40), nullable=True),
+    sa.Column('requested_by', sa.String(length=200), nullable=True),
     sa.Column('worker', sa.String(length=200), nullable=True),
     sa.Column('platform_attempts', sa.Integer(), nullable=False),
     sa.Column('operational_level', sa.String(length=40), nullable=True),
