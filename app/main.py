@@ -14,6 +14,7 @@ from app import health, metrics
 from app.audit import endpoints as audit
 from app.errors import DomainError, ErrorBody
 from app.events import endpoints as events
+from app.leaderboard import endpoints as leaderboard
 from app.logs import endpoints as logs
 from app.quotas import endpoints as quotas
 from app.reports import endpoints as reports
@@ -136,6 +137,7 @@ def create_app() -> FastAPI:
     app.include_router(runs.router)
     app.include_router(taskcards.router)
     app.include_router(reports.router)
+    app.include_router(leaderboard.router)
     app.include_router(run_history.router)
     app.include_router(events.router)
     app.include_router(webhooks.router)

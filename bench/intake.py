@@ -412,6 +412,7 @@ class Phase:
     body_file: Path | None = None
     tokens: list[str] = field(default_factory=list)
     if_none_match: str | None = None
+    connections: int | None = None  # None: --connections
 
 
 @dataclass
@@ -462,6 +463,7 @@ def generator_argv(kind: str, phase: Phase, connections: int, duration: float,
 
 def run_load(kind: str, phase: Phase, connections: int, duration: float, max_requests: int,
              roots: dict[str, int], db_name: str) -> Result:
+    connections = phase.connections or connections
     argv, env = generator_argv(kind, phase, connections, duration, max_requests)
     sessions = pg_sessions(db_name)
     before = CpuSnapshot.take(roots)
@@ -561,6 +563,11 @@ def print_report(results: list[Result], args: argparse.Namespace, kind: str) -> 
         goal = f">= {target:.0%}" if at_least else f"<= {target:.0f}"
         extra = f"   (by stack CPU per request: {by_cpu:.0%})" if by_cpu is not None else ""
         print(f"{label:<26}{shown:>8}   target {goal:<7} {'MET' if met else 'MISSED':<7}{extra}")
+    clients = args.connections
+    print(f"POST at {clients} closed-loop clients: mean latency = {clients} / throughput, so a "
+          f"p99 <= {POST_P99_TARGET_MS:.0f} ms needs >= {clients / POST_P99_TARGET_MS * 1000:.0f}"
+          f" req/s; at {post.stack_cpu_us / 1000:.1f} ms of stack CPU per POST the {cores} cores "
+          f"allow at most {cores / post.stack_cpu_us * 1e6:.0f} req/s")
     other = max(r.cpu.get("other", 0.0) / (r.wall_s * cores) for r in results)
     if other > 0.10:
         print(f"note: up to {other:.0%} of the machine went to processes outside the benchmark "
@@ -579,6 +586,8 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per phase")
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds first")
     parser.add_argument("--connections", type=int, default=32)
+    parser.add_argument("--light-clients", type=int, default=4,
+                        help="clients of the informational light-load POST phase")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--max-requests", type=int, default=200_000,
                         help="count bound per phase")
@@ -625,6 +634,11 @@ def main() -> int:
                   if_none_match=etag),
             Phase("POST /v1/submissions", f"{api}/v1/submissions", 202, method="POST",
                   body_file=body_file, tokens=tokens),
+            # Informational: the same at light load, to separate service time from queueing
+            # (with N closed-loop clients, mean latency = N / throughput).
+            Phase(f"POST, {args.light_clients} clients", f"{api}/v1/submissions", 202,
+                  method="POST", body_file=body_file, tokens=tokens,
+                  connections=args.light_clients),
             Phase("bare GET /ping (again)", ceiling.url, 200),
         ]
         roots = {"api": fx.procs["api"].pid, "bare": fx.procs["bare"].pid}

@@ -460,14 +460,15 @@ class RunExecution:
         }
         stored = archive.put_evidence(self.deps.store, self.run_id, objects)
         failure = self._failure(results, scores.scores)
+        comparison = self._comparison(size, root, scores.metrics, records)
         predicate = self._predicate(results, scores, checkpoint, signed_at, stored, hardware,
-                                    lease, failure)
+                                    lease, failure, comparison)
         signed, key = archive.sign_and_archive_report(
             self.deps.store, self.deps.keyring, run_id=self.run_id, version=1, image=subject,
             predictions=predictions, run_manifest=objects[layout.RUN_MANIFEST],
             predicate=predicate, signed_at=self.deps.clock.now())
         return self._complete(results, scores.metrics, Checkpoint(self._origin(), size, root),
-                              signed.envelope_bytes, key, failure)
+                              signed.envelope_bytes, key, failure, scores.capability.to_dict())
 
     def _origin(self) -> str:
         return f"{self.deps.settings.log_origin}/{self.run_id}"
@@ -530,9 +531,42 @@ class RunExecution:
             "store": {"kind": s.store},
         }
 
+    def _comparison(self, size: int, root: bytes, metrics: dict[str, Any],
+                    records: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """For a rerun: how it compares with the previous run's latest report. The
+        ``prediction_hash`` always differs between runs (it covers platform timestamps), so the
+        digest of the answers alone says whether the model answered identically."""
+        digest = answers_digest(records)
+        previous = self._previous_report()
+        if previous is None:
+            return {"answers_digest": digest}
+        new = {"run_id": self.run_id, "prediction_hash": Checkpoint(
+            self._origin(), size, root).prediction_hash, "metrics": metrics}
+        from app.runs.reruns import compare_runs
+
+        out = compare_runs(previous, new)
+        prev_digest = (previous.get("extra") or {}).get("comparison", {}).get("answers_digest")
+        out.update(answers_digest=digest, previous_answers_digest=prev_digest,
+                   same_answers=prev_digest == digest if prev_digest else None)
+        return out
+
+    def _previous_report(self) -> dict[str, Any] | None:
+        from app.evidence.report import peek_statement
+        from app.runs.repository import RunRepository
+
+        with session_scope() as session:
+            run = session.get(Run, self.run_id)
+            if run is None or run.previous_run_id is None:
+                return None
+            report = RunRepository(session).latest_report(run.previous_run_id)
+            if report is None:
+                return None
+            return dict(peek_statement(report.envelope.encode())["predicate"])
+
     def _predicate(self, results: list[TaskResult], scores: Any, checkpoint: str,
                    signed_at: datetime, stored: archive.ArchivedRun, hardware: HardwareClass,
-                   lease: CpuLease, failure: str | None) -> BenchmarkPredicate:
+                   lease: CpuLease, failure: str | None,
+                   comparison: dict[str, Any] | None) -> BenchmarkPredicate:
         mains = [r.outcomes[0] for r in results if r.outcomes]
         issued = sorted(t for o in mains for t in (o.first_issued_at, o.last_issued_at) if t)
         peaks = [o.memory_peak_mb for r in results for o in r.outcomes if o.memory_peak_mb]
@@ -566,17 +600,19 @@ class RunExecution:
                    "seeds": {r.card.task_id: r.seed for r in results},
                    "sealed_config_digests": {r.card.task_id: r.sealed_config_digest
                                              for r in results},
-                   "task_scores": scores.task_scores},
+                   "task_scores": scores.task_scores, "comparison": comparison},
         )
 
     def _complete(self, results: list[TaskResult], metrics: dict[str, Any],
-                  checkpoint: Checkpoint, envelope: bytes, key: str, failure: str | None) -> str:
+                  checkpoint: Checkpoint, envelope: bytes, key: str, failure: str | None,
+                  capability: dict[str, Any]) -> str:
         import hashlib
 
         mains = [r.outcomes[0] for r in results if r.outcomes]
         lat = sorted(x for o in mains for x in o.latencies_ms)
         summary = {
             "tasks": {r.card.task_id: r.failure or "completed" for r in results},
+            "leaderboard": leaderboard_summary(capability, metrics),
             "latency_ms": _pcts(lat), "predictions": len(lat),
             "memory_peak_mb": max((o.memory_peak_mb or 0.0 for o in mains), default=None),
         }
@@ -658,7 +694,34 @@ class RunExecution:
             signed_at=self.deps.clock.now())
         return self._complete([], scores.metrics, Checkpoint(self._origin(), tree.size,
                                                               tree.root),
-                              signed.envelope_bytes, key, None)
+                              signed.envelope_bytes, key, None, scores.capability.to_dict())
+
+
+def leaderboard_summary(capability: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any]:
+    """What the leaderboard reads without opening the signed report: the capability values and
+    each task's ranked-window skills (the report remains the authority)."""
+    dims = capability.get("dimensions", {})
+    skill_keys = ("ranked.skill.mase", "ranked.skill.wql", "all.skill.mase", "all.skill.wql")
+    return {
+        "tier_weighted_score": capability.get("tier_weighted_score"),
+        "tier_weighted_score_all_windows": capability.get("tier_weighted_score_all_windows"),
+        "provenance": capability.get("provenance"),
+        **{k: (dims.get(k) or {}).get("value") for k in ("F", "U", "E")},
+        "E_comparable": bool((dims.get("E") or {}).get("comparable_across_models")),
+        "tasks": {task: {k: (table.get(k) or {}).get("mean") for k in skill_keys}
+                  for task, table in metrics.items()},
+    }
+
+
+def answers_digest(records: list[dict[str, Any]]) -> str:
+    """sha256 over the scored answers only (task, attempt, window, answer), in log order."""
+    import hashlib
+
+    from app.evidence.jcs import canonical_bytes
+
+    picked = [[r.get("task_id"), r.get("attempt"), r.get("window_id"), r.get("answer")]
+              for r in records]
+    return "sha256:" + hashlib.sha256(canonical_bytes(picked)).hexdigest()
 
 
 def _parse(text: str) -> datetime:

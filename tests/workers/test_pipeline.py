@@ -216,3 +216,70 @@ def test_cli_verify_and_recompute_offline(api: tuple[TestClient, NullQueue],
     capsys.readouterr()
     assert main(["verify", report, "--archive", str(tmp_path), "--jwks", jwks]) == 1
     assert "FAIL  subject:predictions.jsonl" in capsys.readouterr().out
+
+
+def test_staff_rerun_keeps_history_and_compares(api: tuple[TestClient, NullQueue],
+                                                deps: pipeline.Deps) -> None:
+    from app.evidence.report import peek_statement
+
+    client, queue = api
+    author, staff = make_token(Role.author), make_token(Role.staff)
+    sub = _submit(client, author, submission_body("seasonal-naive", ["sunspots-yearly"]))
+    first = queue.sent[0]
+    assert pipeline.execute_run(first, "test-worker") == "completed"
+    r = client.post(f"/v1/submissions/{sub['id']}/reruns", json={"reason": "audit rerun"},
+                    headers={"Authorization": f"Bearer {staff}"})
+    assert r.status_code == 202, r.text
+    second = queue.sent[-1]
+    assert second != first
+    assert pipeline.execute_run(second, "test-worker") == "completed"
+    runs = client.get(f"/v1/submissions/{sub['id']}/runs",
+                      headers={"Authorization": f"Bearer {staff}"}).json()
+    ids = [x["id"] for x in (runs["items"] if isinstance(runs, dict) else runs)]
+    assert ids == [first, second]
+    old, new = (_run(client, staff, x) for x in (first, second))
+    assert old["reports"] and new["reports"] and new["seed"] == old["seed"]
+    assert new["previous_run_id"] == first and new["image"] == old["image"]
+    envelope = client.get(f"/v1/runs/{second}/report",
+                          headers={"Authorization": f"Bearer {staff}"}).content
+    comparison = peek_statement(envelope)["predicate"]["extra"]["comparison"]
+    assert comparison["previous_run_id"] == first
+    assert comparison["same_prediction_hash"] is False  # platform timestamps differ
+    assert comparison["same_answers"] is True and comparison["max_abs_delta"] == 0
+
+
+def test_leaderboard_provenance_and_e_comparison(api: tuple[TestClient, NullQueue],
+                                                 deps: pipeline.Deps) -> None:
+    client, queue = api
+    author, reader = make_token(Role.author), make_token(Role.reader)
+    task = "sunspots-yearly"
+    for model in ("seasonal-naive", "theta"):
+        _submit(client, author, submission_body(model, [task]))
+    card, requests = deps.catalog.card(task), deps.catalog.requests(task)
+    predictions = [{"window_id": r["window_id"], "forecasts": r["answer"]["forecasts"],
+                    "runtime_ms": 0.01}
+                   for r in seasonal_naive_records(card, requests)]
+    _submit(client, author, submission_body("self-reported", [task], image=None,
+                                            execution_mode="self_attested",
+                                            predictions={task: predictions}))
+    for run_id in queue.sent:
+        assert pipeline.execute_run(run_id, "test-worker") == "completed"
+    headers = {"Authorization": f"Bearer {reader}"}
+    future = client.get("/v1/leaderboard", params={"tier": "public_dev", "task": task},
+                        headers=headers).json()
+    # Every sunspots label predates frozen_at: nothing is rankable future-only.
+    assert [r["rank"] for r in future["rows"]] == [None, None]
+    sealed = client.get("/v1/leaderboard", headers=headers,
+                        params={"tier": "public_dev", "task": task, "basis": "all_windows"}).json()
+    assert {r["model_name"] for r in sealed["rows"]} == {"seasonal-naive", "theta"}
+    assert all(r["provenance"] == "sealed" and r["operational_level"] == "hosted_sealed"
+               for r in sealed["rows"])
+    assert [r["rank"] for r in sealed["rows"]] == [1, 2]
+    mixed = client.get("/v1/leaderboard", params={"tier": "public_dev", "provenance": "all"},
+                       headers=headers).json()
+    flagged = [r for r in mixed["rows"] if r["provenance"] == "self_attested"]
+    assert len(mixed["rows"]) == 3 and len(flagged) == 1
+    assert flagged[0]["E_comparable"] is False and flagged[0]["E_rank"] is None
+    assert {r["E_rank"] for r in mixed["rows"] if r["provenance"] == "sealed"} <= {1, 2}
+    assert client.get("/v1/leaderboard", params={"tier": "public_dev", "task": "nope"},
+                      headers=headers).status_code == 404
