@@ -17,8 +17,8 @@ from app.settings import get_settings
 app = make_celery(get_settings(), "future_ts_worker")
 app.conf.update(
     include=["workers.tasks", "workers.webhooks"],
-    task_time_limit=6 * 3600,
-    task_soft_time_limit=6 * 3600 - 60,
+    # Time limits are per task (runs.execute: 6 h; sweepers: 2 min): a global soft limit above
+    # a task's hard limit makes Celery refuse to schedule it.
     worker_max_tasks_per_child=200,
     beat_schedule={
         "reap-stuck-runs": {"task": "runs.reap_stuck", "schedule": 30.0,
