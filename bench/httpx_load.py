@@ -21,8 +21,12 @@ import httpx
 async def _client_loop(client: httpx.AsyncClient, args: argparse.Namespace, body: bytes | None,
                        headers: dict[str, str], deadline: float, state: dict[str, int],
                        latencies: list[float]) -> None:
+    tokens = [t for t in (args.tokens or "").split(",") if t]
     while time.monotonic() < deadline and state["sent"] < args.max_requests:
         state["sent"] += 1
+        if tokens:  # the tokens take turns per request, as in load.lua
+            token = tokens[state["sent"] % len(tokens)]
+            headers = {**headers, "Authorization": f"Bearer {token}"}
         start = time.perf_counter()
         try:
             response = await client.request(args.method, args.url, content=body, headers=headers)
@@ -52,8 +56,6 @@ async def _run(args: argparse.Namespace) -> dict[str, float]:
     headers = {}
     if body is not None:
         headers["Content-Type"] = "application/json"
-    if args.token:
-        headers["Authorization"] = f"Bearer {args.token}"
     if args.if_none_match:
         headers["If-None-Match"] = args.if_none_match
     state = {"sent": 0, "ok": 0, "bad": 0, "first_bad": 0, "socket_errors": 0, "timeouts": 0}
@@ -83,7 +85,7 @@ def main() -> None:
     parser.add_argument("url")
     parser.add_argument("--method", default="GET")
     parser.add_argument("--body-file")
-    parser.add_argument("--token")
+    parser.add_argument("--tokens", help="comma-separated bearer tokens, used in turn")
     parser.add_argument("--if-none-match")
     parser.add_argument("--expect", type=int, default=200)
     parser.add_argument("--connections", type=int, default=32)

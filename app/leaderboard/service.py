@@ -35,7 +35,7 @@ def _latest_completed(session: Session, tier: str, task: str | None
             .order_by(Run.finished_at.desc()))
     seen: set[str] = set()
     out: list[tuple[Submission, Run]] = []
-    for sub, run in session.execute(stmt).tuples():
+    for sub, run in session.execute(stmt).all():
         if sub.id in seen or (task is not None and task not in sub.tasks):
             continue
         seen.add(sub.id)

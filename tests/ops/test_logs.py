@@ -53,7 +53,11 @@ def test_blind_tier_logs_are_staff_only_and_audited(
     store: LocalDirectoryStore,
 ) -> None:
     run_id = _archived(client, tokens["alice"], db_session, store, b"context\n",
-                       tasks=["blind-a"], tier="blind_archive")
+                       tasks=["nile-yearly"], tier="blind_archive",
+                       metadata={"model_name": "m", "organization": "o",
+                                 "training_cutoff": "2020-01-01T00:00:00Z",
+                                 "frozen_at": "2020-02-01T00:00:00Z",
+                                 "pretraining_data_manifest": ["none"]})
     url = f"/v1/runs/{run_id}/logs"
     author = client.get(url, headers=auth(tokens["alice"]))
     assert author.status_code == 403 and author.json()["error"] == "LogRestricted"

@@ -4,7 +4,7 @@ from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.orm import Session
 
-from app.runs.models import RunStatus
+from app.runs.models import Run, RunStatus
 from tests.ops.conftest import auth, finish, submit
 
 
@@ -24,7 +24,12 @@ def test_metrics_read_the_database_at_scrape_time(client: TestClient, tokens: di
            duration_s=3.0, summary={"latency_ms": {"task-a": {"p50": 20.0, "p95": 40.0,
                                                               "p99": 70.0}}})
     submit(client, tokens["alice"])
-    submit(client, tokens["alice"], tasks=["dev-2c"])
+    # Every catalog task uses cpu-1c-1g; a staff rerun on the bigger class queues there.
+    wide = submit(client, tokens["alice"])
+    wide_run = db_session.get(Run, wide["latest_run"]["id"])
+    assert wide_run is not None
+    wide_run.hardware_class = "cpu-2c-4g"
+    db_session.commit()
 
     r = client.get("/metrics")  # no token needed
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")

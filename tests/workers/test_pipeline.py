@@ -191,7 +191,7 @@ def test_staff_recompute_makes_a_new_report_version(api: tuple[TestClient, NullQ
 
 def test_cli_verify_and_recompute_offline(api: tuple[TestClient, NullQueue],
                                           deps: pipeline.Deps, tmp_path: Any,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+                                          capfd: pytest.CaptureFixture[str]) -> None:
     import json
 
     from app.cli import main
@@ -213,9 +213,9 @@ def test_cli_verify_and_recompute_offline(api: tuple[TestClient, NullQueue],
     data = bytearray((tmp_path / layout.PREDICTIONS).read_bytes())
     data[40] ^= 0x01
     (tmp_path / layout.PREDICTIONS).write_bytes(bytes(data))
-    capsys.readouterr()
+    capfd.readouterr()
     assert main(["verify", report, "--archive", str(tmp_path), "--jwks", jwks]) == 1
-    assert "FAIL  subject:predictions.jsonl" in capsys.readouterr().out
+    assert "FAIL  subject:predictions.jsonl" in capfd.readouterr().out
 
 
 def test_staff_rerun_keeps_history_and_compares(api: tuple[TestClient, NullQueue],

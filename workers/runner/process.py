@@ -13,7 +13,9 @@ Sealing, best effort:
   limit), ``pids``, ``cpu`` (CFS quota = class CPUs) and ``cpuset`` (the leased CPUs) cgroups,
   joined before the command starts; memory telemetry and OOM detection come from them;
 * otherwise rlimits through ``prlimit`` (``RLIMIT_DATA`` for memory, ``RLIMIT_NPROC``) and
-  ``taskset`` for the CPUs, with ``/proc/<pid>/status`` for memory;
+  ``taskset`` for the CPUs, with ``/proc/<pid>/status`` for memory (main process only). An
+  allocation over ``RLIMIT_DATA`` fails inside the model (Python: ``MemoryError``), so the task
+  usually ends ``container_crashed`` rather than ``oom``;
 * always ``RLIMIT_NOFILE`` 1024 and no core dumps; a scrubbed environment (``PATH`` plus the spec's
   variables; the artifact directory is passed as ``FUTURE_TS_ARTIFACT_DIR``).
 
