@@ -283,3 +283,38 @@ def test_leaderboard_provenance_and_e_comparison(api: tuple[TestClient, NullQueu
     assert {r["E_rank"] for r in mixed["rows"] if r["provenance"] == "sealed"} <= {1, 2}
     assert client.get("/v1/leaderboard", params={"tier": "public_dev", "task": "nope"},
                       headers=headers).status_code == 404
+
+
+def test_artifact_is_fetched_hashed_and_mounted(api: tuple[TestClient, NullQueue],
+                                                deps: pipeline.Deps) -> None:
+    import hashlib
+    import json
+
+    client, queue = api
+    token = make_token(Role.author)
+    blob = b"model weights " * 1000
+    key = f"artifacts/{time.time_ns()}/model.bin"
+    deps.store.put_once(key, blob)
+    uri = f"s3://{deps.settings.s3_bucket}/{key}"
+    _submit(client, token, submission_body("seasonal-naive", ["sunspots-yearly"],
+                                           artifact_uri=uri))
+    run_id = queue.sent[0]
+    assert pipeline.execute_run(run_id, "test-worker") == "completed"
+    run = _run(client, token, run_id)
+    assert run["artifact_sha256"] == "sha256:" + hashlib.sha256(blob).hexdigest()
+    manifest = json.loads(deps.store.get(layout.run_key(run_id, layout.RUN_MANIFEST)))
+    assert manifest["artifact"] == {"uri": uri, "sha256": run["artifact_sha256"]}
+    config = manifest["tasks"][0]["sealed_config"]
+    assert {"target": "/artifact", "read_only": True} in config["mounts"]
+
+
+def test_missing_artifact_fails_with_reason(api: tuple[TestClient, NullQueue],
+                                            deps: pipeline.Deps) -> None:
+    client, queue = api
+    token = make_token(Role.author)
+    uri = f"s3://{deps.settings.s3_bucket}/artifacts/missing-{time.time_ns()}.bin"
+    _submit(client, token, submission_body("seasonal-naive", ["sunspots-yearly"],
+                                           artifact_uri=uri))
+    pipeline.execute_run(queue.sent[0], "test-worker")
+    run = _run(client, token, queue.sent[0])
+    assert (run["status"], run["failure_reason"]) == ("failed", "artifact_unavailable")
