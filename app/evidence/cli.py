@@ -39,9 +39,10 @@ def run_verify(
     jwks: str | None = None,
     recompute: bool = False,
     metrics_hook: MetricsHook | None = None,
-    out: TextIO = sys.stdout,
+    out: TextIO | None = None,
 ) -> int:
     """Verify ``report``; print one line per check; return the process exit code."""
+    out = out or sys.stdout  # looked up per call, not bound at import
     try:
         envelope = Path(report).read_bytes()
         reader = _archive(archive, Path(report), envelope)
