@@ -103,11 +103,33 @@ def _all_queues() -> list[str]:
 def cmd_worker(args: argparse.Namespace) -> int:
     from app.hardware import get_hardware_class
 
-    queues = [get_hardware_class(c).queue for c in args.hardware_class]
-    queues += ["runs.self-attested", "maintenance"]
-    argv = _celery_worker_args(queues, args.concurrency, beat=False)
+    classes = [get_hardware_class(c) for c in args.hardware_class]
+    queues = [hc.queue for hc in classes] + ["runs.self-attested", "maintenance"]
+    concurrency = args.concurrency or _exact_slots(classes)
+    argv = _celery_worker_args(queues, concurrency, beat=False)
     os.execvpe(argv[0], argv, _child_env({}))  # noqa: S606 - replaces this process by design
     return 0
+
+
+def _exact_slots(classes: Sequence[Any]) -> int:
+    """As many run slots as the host can provision exactly: whole pinned CPU sets for the
+    largest class this worker serves (the runner's CPU allocator enforces the same split)."""
+    settings = get_settings()
+    cpus = len(_parse_cpus(settings.worker_cpus)) if settings.worker_cpus else \
+        len(os.sched_getaffinity(0))
+    slots: int = cpus // max(int(hc.cpus) for hc in classes)
+    if slots < 1:
+        raise SystemExit(f"this host has {cpus} CPUs; it cannot serve "
+                         f"{', '.join(hc.id for hc in classes)} exactly")
+    return slots
+
+
+def _parse_cpus(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 def cmd_beat(_: argparse.Namespace) -> int:
@@ -301,8 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("worker", help="a Celery worker for one or more hardware classes")
     p.add_argument("--hardware-class", action="append", required=True)
-    p.add_argument("--concurrency", type=int, default=1,
-                   help="run slots; at most what the host can provision exactly")
+    p.add_argument("--concurrency", type=int, default=0,
+                   help="run slots (default: as many exact CPU sets as the host has)")
     p.set_defaults(func=cmd_worker)
 
     sub.add_parser("beat", help="the periodic sweeper (stuck runs, lost messages)").set_defaults(
