@@ -10,6 +10,7 @@ says so. Every container is removed before this module returns, whatever happens
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import platform
 import shutil
@@ -28,27 +29,31 @@ from app.catalog.cards import TaskCard
 from app.clock import Clock, SystemClock, isoformat
 from app.db import session_scope
 from app.evidence.checkpoint import Checkpoint, sign_checkpoint
+from app.evidence.jcs import canonical_bytes
 from app.evidence.keys import KeyRing, load_keyring
-from app.evidence.prediction_log import PredictionLog
-from app.evidence.report import BenchmarkPredicate, SandboxSummary
+from app.evidence.prediction_log import PredictionLog, iter_records
+from app.evidence.report import BenchmarkPredicate, SandboxSummary, peek_statement
 from app.hardware import HardwareClass, get_hardware_class
 from app.queue import SELF_ATTESTED_CLASS, CeleryRunQueue, get_celery_client
 from app.reports import archive
 from app.reports.scoring import TaskPlan, score_run
 from app.runs import service as runs
 from app.runs.models import FailureReason, Report, Run, RunStatus
+from app.runs.repository import RunRepository
+from app.runs.reruns import compare_runs
 from app.scoring import SCORER_VERSION
 from app.scoring.scorer import records_from_predictions
 from app.settings import Settings, get_settings
 from app.storage import build_store, layout
 from app.storage.port import ArtifactStore
 from app.submissions.models import Submission
+from app.webhooks.service import notify_terminal
 from workers.artifacts import ArtifactUnavailable, fetch_artifact
 from workers.claim import claim_next_run
 from workers.runner.determinism import probe_determinism
 from workers.runner.errors import BackendUnavailable, ImagePullFailed, NoCpuSlotFree
 from workers.runner.factory import backend_from_settings
-from workers.runner.forward import PROTOCOL, TaskOutcome, derive_seed, drive_task
+from workers.runner.forward import PROTOCOL, TaskOutcome, derive_seed, drive_task, percentile
 from workers.runner.port import ImageRecord, RunnerBackend, SealedSpec, container_name
 from workers.runner.slots import CpuLease, CpuSlots
 
@@ -179,11 +184,7 @@ def _retry_or_fail(deps: Deps, run_id: str, worker: str, detail: str) -> None:
 
 
 def _notify(session: Any, run: Run) -> None:
-    """Terminal-state hook for webhooks (a no-op until the webhook module is present)."""
-    try:
-        from app.webhooks.service import notify_terminal
-    except ImportError:
-        return
+    """Terminal state: webhooks are recorded in this transaction and sent after its commit."""
     notify_terminal(session, run)
 
 
@@ -444,8 +445,6 @@ class RunExecution:
         if not self._transition(RunStatus.scoring):
             return "cancelled"
         predictions = log_path.read_bytes()
-        from app.evidence.prediction_log import iter_records
-
         records = list(iter_records(predictions))
         plans = [TaskPlan(r.card.task_id, r.scored_attempts) for r in results]
         scores = score_run(self.deps.catalog, plans, records, self.ctx.frozen_at, "sealed")
@@ -542,8 +541,6 @@ class RunExecution:
             return {"answers_digest": digest}
         new = {"run_id": self.run_id, "prediction_hash": Checkpoint(
             self._origin(), size, root).prediction_hash, "metrics": metrics}
-        from app.runs.reruns import compare_runs
-
         out = compare_runs(previous, new)
         prev_digest = (previous.get("extra") or {}).get("comparison", {}).get("answers_digest")
         out.update(answers_digest=digest, previous_answers_digest=prev_digest,
@@ -551,9 +548,6 @@ class RunExecution:
         return out
 
     def _previous_report(self) -> dict[str, Any] | None:
-        from app.evidence.report import peek_statement
-        from app.runs.repository import RunRepository
-
         with session_scope() as session:
             run = session.get(Run, self.run_id)
             if run is None or run.previous_run_id is None:
@@ -606,8 +600,6 @@ class RunExecution:
     def _complete(self, results: list[TaskResult], metrics: dict[str, Any],
                   checkpoint: Checkpoint, envelope: bytes, key: str, failure: str | None,
                   capability: dict[str, Any]) -> str:
-        import hashlib
-
         mains = [r.outcomes[0] for r in results if r.outcomes]
         lat = sorted(x for o in mains for x in o.latencies_ms)
         summary = {
@@ -652,14 +644,10 @@ class RunExecution:
         if not self._transition(RunStatus.scoring):
             return "cancelled"
         data = log_path.read_bytes()
-        from app.evidence.prediction_log import iter_records
-
         plans = [TaskPlan(t, [0]) for t in self.ctx.tasks]
         scores = score_run(self.deps.catalog, plans, list(iter_records(data)),
                            self.ctx.frozen_at, "self_attested")
         checkpoint, signed_at = self._checkpoint(tree.size, tree.root)
-        import hashlib
-
         digest = "sha256:" + hashlib.sha256(data).hexdigest()
         pinned = f"self-attested/{self.ctx.submission_id}@{digest}"
         manifest = {"run_id": self.run_id, "submission_id": self.ctx.submission_id,
@@ -715,10 +703,6 @@ def leaderboard_summary(capability: dict[str, Any], metrics: dict[str, Any]) -> 
 
 def answers_digest(records: list[dict[str, Any]]) -> str:
     """sha256 over the scored answers only (task, attempt, window, answer), in log order."""
-    import hashlib
-
-    from app.evidence.jcs import canonical_bytes
-
     picked = [[r.get("task_id"), r.get("attempt"), r.get("window_id"), r.get("answer")]
               for r in records]
     return "sha256:" + hashlib.sha256(canonical_bytes(picked)).hexdigest()
@@ -729,8 +713,6 @@ def _parse(text: str) -> datetime:
 
 
 def _pcts(values: list[float]) -> dict[str, float | None]:
-    from workers.runner.forward import percentile
-
     if not values:
         return {"p50": None, "p95": None, "p99": None, "max": None}
     return {"p50": percentile(values, 50), "p95": percentile(values, 95),

@@ -24,8 +24,7 @@ from app.evidence.report import (
     sign_report,
 )
 from app.storage import layout
-from app.storage.errors import ObjectAlreadyExists
-from app.storage.port import ArtifactStore
+from app.storage.port import ArtifactStore, put_once_or_same
 
 
 @dataclass(frozen=True)
@@ -40,14 +39,9 @@ def put_evidence(store: ArtifactStore, run_id: str, objects: Mapping[str, bytes]
     are refused by the store and surface as ``ObjectAlreadyExists``."""
     out: dict[str, ArchivedObject] = {}
     for name, data in objects.items():
-        key = layout.run_key(run_id, name)
-        try:
-            stored = store.put_once(key, data, layout.CONTENT_TYPES.get(name, "application/json"))
-            out[name] = ArchivedObject(stored.sha256, stored.size)
-        except ObjectAlreadyExists:
-            if store.get(key) != data:
-                raise
-            out[name] = ArchivedObject(hashlib.sha256(data).hexdigest(), len(data))
+        stored = put_once_or_same(store, layout.run_key(run_id, name), data,
+                                  layout.CONTENT_TYPES.get(name, "application/json"))
+        out[name] = ArchivedObject(stored.sha256, stored.size)
     first = store.uri(layout.run_key(run_id, layout.PREDICTIONS))
     return ArchivedRun(out, first.rsplit("/", 1)[0] + "/")
 
