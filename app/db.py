@@ -8,14 +8,18 @@ commit (enqueueing a run) is registered with ``after_commit`` and dropped on rol
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import DateTime, Engine, MetaData, create_engine, event
+import anyio.to_thread
+from sqlalchemy import DateTime, Engine, MetaData, Row, create_engine, event
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.sql import Executable
 from sqlalchemy.types import TypeDecorator
 
 from app.settings import get_settings
@@ -131,3 +135,91 @@ def request_session() -> Iterator[Session]:
     """The request dependency: commit after the endpoint returns, roll back if it raised."""
     with session_scope() as session:
         yield session
+
+
+# --------------------------------------------------------------------------- reads on the loop
+
+
+class Reader(Protocol):
+    """One-statement reads for the hot request paths (token lookup, status polling), awaited on
+    the event loop instead of holding a worker thread and a pooled connection per request."""
+
+    async def first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        """The first row of ``stmt`` run with ``params``, or None. The statement runs alone
+        (no surrounding transaction): use it for single-statement reads only."""
+        ...
+
+
+class AsyncEngineReader:
+    """PostgreSQL through psycopg 3's asyncio support. The engine runs in autocommit, so a read
+    is one round trip (no BEGIN, no ROLLBACK); a single SELECT is consistent on its own."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        try:
+            return await self._first(stmt, params)
+        except DBAPIError as exc:
+            # No pre-ping (a round trip per request): a connection that died with its server
+            # (restart, failover) fails here instead, SQLAlchemy invalidates the pool's older
+            # connections, and the read, which changes nothing, is tried once more.
+            if not exc.connection_invalidated:
+                raise
+            return await self._first(stmt, params)
+
+    async def _first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        async with self.engine.connect() as conn:
+            return (await conn.execute(stmt, params)).first()
+
+
+class ThreadedEngineReader:
+    """Any database, through the sync engine in a worker thread (SQLite in development, and any
+    app whose event loop has no ``AsyncEngineReader``)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        return await anyio.to_thread.run_sync(self._first, stmt, params)
+
+    def _first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        with self.engine.connect() as conn:
+            return conn.execute(stmt, params).first()
+
+
+class SessionReader:
+    """Reads through an open ``Session``, inline (tests: the rolled-back test transaction)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    async def first(self, stmt: Executable, params: Mapping[str, Any]) -> Row[Any] | None:
+        return self.session.execute(stmt, params).first()
+
+
+def make_async_engine(url: str) -> AsyncEngine:
+    # Per event loop (one per uvicorn worker). A read holds its connection for one round trip
+    # only, so a few connections serve all of a worker's concurrent polls; requests beyond
+    # pool_size wait for one (no overflow: PostgreSQL's max_connections is shared with the sync
+    # pools of every API worker and the Celery workers).
+    return create_async_engine(url, pool_size=8, max_overflow=0, pool_timeout=30,
+                               isolation_level="AUTOCOMMIT")
+
+
+@asynccontextmanager
+async def reader_lifespan() -> AsyncIterator[Reader]:
+    """The reader for one event loop's lifetime: ``AsyncEngineReader`` on PostgreSQL (its pool
+    is bound to the loop that opened it, so it is made here and disposed when the loop's app
+    stops), ``ThreadedEngineReader`` for other drivers (SQLite in development)."""
+    url = get_settings().resolved_database_url
+    if not url.startswith("postgresql+psycopg:"):  # psycopg 3, which has an asyncio mode
+        yield ThreadedEngineReader(get_engine())
+        return
+    import app.models  # noqa: F401  (mappers, as in get_engine)
+
+    engine = make_async_engine(url)
+    try:
+        yield AsyncEngineReader(engine)
+    finally:
+        await engine.dispose()

@@ -54,6 +54,8 @@ def main() -> None:
 
 
 def run_all(n: int, task: str) -> list[dict[str, float]]:
+    from fastapi.testclient import TestClient
+
     from app.auth.models import Role
     from app.auth.service import create_token
     from app.cli import main as cli
@@ -62,7 +64,6 @@ def run_all(n: int, task: str) -> list[dict[str, float]]:
     from app.deps import get_run_queue
     from app.main import create_app
     from app.runs.models import Run, RunEvent
-    from fastapi.testclient import TestClient
     from workers.pipeline import execute_run
 
     cli(["migrate"])

@@ -1,9 +1,21 @@
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import ApiToken, Principal
+
+# Every authenticated request asks this (on a cache miss), so it is built once: SQLAlchemy
+# memoizes the cache key on the statement object. Columns only: no ORM identity map on the way.
+CALLER_BY_TOKEN_HASH = (
+    select(Principal.id, Principal.name, Principal.role)
+    .join(ApiToken, ApiToken.principal_id == Principal.id)
+    .where(
+        ApiToken.token_sha256 == bindparam("token_sha256"),
+        ApiToken.revoked_at.is_(None),
+        Principal.disabled_at.is_(None),
+    )
+)
 
 
 class AuthRepository:

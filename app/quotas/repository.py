@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.orm import Session
 
 from app.auth.models import Principal
@@ -13,6 +13,28 @@ from app.submissions.models import Submission
 # author (or staff) cancelled it.
 _REFUNDED_REASONS = (FailureReason.platform_error.value, FailureReason.cancelled.value)
 _IN_FLIGHT = tuple(s.value for s in RunStatus if s not in TERMINAL_RUN)
+
+
+_REFUNDED = and_(Run.id.is_not(None),
+                 func.coalesce(Run.failure_reason, "").in_(_REFUNDED_REASONS))
+_COUNTED = (
+    select(func.count(Submission.id).label("used"),
+           func.min(Submission.platform_received_at).label("oldest"))
+    .select_from(Submission)
+    .outerjoin(Run, Run.id == Submission.latest_run_id)
+    .where(Submission.owner_id == bindparam("owner_id"),
+           Submission.platform_received_at > bindparam("since"),
+           or_(Run.id.is_(None), ~_REFUNDED))
+    .subquery()
+)
+_IN_FLIGHT_COUNT = (
+    select(func.count(Run.id))
+    .where(Run.owner_id == bindparam("owner_id"), Run.kind == RunKind.initial.value,
+           Run.status.in_(_IN_FLIGHT))
+    .scalar_subquery()
+)
+# Both quotas in one round trip (every author's POST asks), built once.
+_USAGE = select(_COUNTED.c.used, _COUNTED.c.oldest, _IN_FLIGHT_COUNT.label("in_flight"))
 
 
 class QuotaRepository:
@@ -26,23 +48,10 @@ class QuotaRepository:
         stmt = select(Principal.id).where(Principal.id == principal_id).with_for_update()
         self.session.execute(stmt)
 
-    def counted_submissions(self, owner_id: str, since: datetime) -> tuple[int, datetime | None]:
-        """How many of the owner's submissions received after ``since`` count, and the oldest."""
-        refunded = and_(Run.id.is_not(None),
-                        func.coalesce(Run.failure_reason, "").in_(_REFUNDED_REASONS))
-        stmt = (
-            select(func.count(Submission.id), func.min(Submission.platform_received_at))
-            .select_from(Submission)
-            .outerjoin(Run, Run.id == Submission.latest_run_id)
-            .where(Submission.owner_id == owner_id, Submission.platform_received_at > since,
-                   or_(Run.id.is_(None), ~refunded))
-        )
-        count, oldest = self.session.execute(stmt).one()
-        return int(count or 0), oldest
-
-    def runs_in_flight(self, owner_id: str) -> int:
-        """The owner's own runs not yet terminal. Staff reruns never count against the author."""
-        stmt = select(func.count(Run.id)).where(
-            Run.owner_id == owner_id, Run.kind == RunKind.initial.value,
-            Run.status.in_(_IN_FLIGHT))
-        return int(self.session.scalar(stmt) or 0)
+    def usage(self, owner_id: str, since: datetime) -> tuple[int, datetime | None, int]:
+        """How many of the owner's submissions received after ``since`` count, the oldest of
+        them, and how many of the owner's own runs are not yet terminal (staff reruns never
+        count against the author)."""
+        used, oldest, in_flight = self.session.execute(
+            _USAGE, {"owner_id": owner_id, "since": since}).one()
+        return int(used or 0), oldest, int(in_flight or 0)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -73,37 +73,49 @@ class QuotaStatus:
 def status(session: Session, clock: Clock, policy: QuotaPolicy, caller: Caller) -> QuotaStatus:
     """The caller's quota now. Staff are exempt (their usage is still reported)."""
     now = clock.now()
-    repo = QuotaRepository(session)
-    used, oldest = repo.counted_submissions(caller.id, now - WINDOW)
+    used, oldest, in_flight = QuotaRepository(session).usage(caller.id, now - WINDOW)
     return QuotaStatus(
         exempt=caller.role is Role.staff, now=now,
         submissions_limit=policy.submissions_per_day, submissions_used=used,
         window_resets_at=(oldest + WINDOW) if oldest is not None else now,
         runs_in_flight_limit=policy.runs_in_flight,
-        runs_in_flight_used=repo.runs_in_flight(caller.id),
+        runs_in_flight_used=in_flight,
         in_flight_retry_after_s=policy.in_flight_retry_after_s,
     )
 
 
-def enforce(session: Session, clock: Clock, policy: QuotaPolicy, caller: Caller) -> None:
-    """Raise ``QuotaExceeded`` (429) if one more submission would go over a quota.
+def enforce(session: Session, clock: Clock, policy: QuotaPolicy, caller: Caller
+            ) -> QuotaStatus | None:
+    """Raise ``QuotaExceeded`` (429) if one more submission would go over a quota; else the
+    quota as counted (None for staff, who are exempt and not counted).
 
     Locks the author's principal row first, so concurrent submissions by one author are counted
     one after the other; the lock is held until the request's transaction ends.
     """
     if caller.role is Role.staff:
-        return
+        return None
     QuotaRepository(session).lock_principal(caller.id)
     current = status(session, clock, policy, caller)
     exceeded = current.exceeded()
     if not exceeded:
-        return
+        return current
     retry_after = current.retry_after_s()
     raise QuotaExceeded(
         {"message": f"quota exceeded: {', '.join(exceeded)}", "exceeded": exceeded,
          "retry_after_s": retry_after, **as_dict(current)},
         headers={"Retry-After": str(retry_after), **headers(current)},
     )
+
+
+def with_one_more(current: QuotaStatus, received_at: datetime) -> QuotaStatus:
+    """``current`` (from ``enforce``) once the submission it admitted, received at
+    ``received_at``, is stored with its queued initial run: what ``status`` would count now,
+    without asking again. Exact while ``enforce``'s lock is held (no other submission of the
+    author can be counted in between)."""
+    resets = current.window_resets_at if current.submissions_used else received_at + WINDOW
+    return replace(current, submissions_used=current.submissions_used + 1,
+                   window_resets_at=resets,
+                   runs_in_flight_used=current.runs_in_flight_used + 1)
 
 
 def headers(current: QuotaStatus) -> dict[str, str]:

@@ -24,6 +24,11 @@ class RunRepository:
         self.session.add(run)
         self.session.flush()
 
+    def add_with_event(self, run: Run, event: RunEvent) -> None:
+        """A new run and its first event, in one flush (with whatever else is pending)."""
+        self.session.add_all([run, event])
+        self.session.flush()
+
     def add_event(self, event: RunEvent) -> None:
         self.session.add(event)
         self.session.flush()

@@ -29,12 +29,16 @@ _SUBMISSION_STATUS = {
 def create_run(
     session: Session, clock: Clock, submission: Submission, *, kind: RunKind, actor: str,
     hardware_class: str | None = None, reason: str | None = None,
-    previous: Run | None = None,
+    previous: Run | None = None, run_id: str | None = None,
 ) -> Run:
+    """A queued run of ``submission``, its first event, and the submission pointing at it, in
+    one flush. ``run_id``: when the caller chose the id first (to name it elsewhere in the same
+    flush). A ``submission`` added but not yet flushed is inserted already pointing at the run
+    (one INSERT, no UPDATE after it)."""
     now = clock.now()
     run = Run(
-        id=new_id("run"), submission_id=submission.id, owner_id=submission.owner_id,
-        kind=kind.value, status=RunStatus.queued.value,
+        id=run_id or new_id("run"), submission_id=submission.id,
+        owner_id=submission.owner_id, kind=kind.value, status=RunStatus.queued.value,
         hardware_class=hardware_class or submission.hardware_class,
         image_digest_ref=submission.image_digest_ref,
         seed=previous.seed if previous else None,
@@ -43,12 +47,11 @@ def create_run(
         reason=reason, requested_by=actor, platform_attempts=0,
         created_at=now, status_changed_at=now,
     )
-    repo = RunRepository(session)
-    repo.add(run)
-    repo.add_event(RunEvent(run_id=run.id, at=now, status=run.status, actor=actor,
-                            detail={"kind": kind.value, "reason": reason}))
     submission.latest_run_id = run.id
     _mirror(submission, run, clock)
+    RunRepository(session).add_with_event(run, RunEvent(
+        run_id=run.id, at=now, status=run.status, actor=actor,
+        detail={"kind": kind.value, "reason": reason}))
     return run
 
 

@@ -12,10 +12,12 @@ from app.deps import (
     CallerDep,
     CatalogDep,
     ClockDep,
+    ReaderDep,
     ResolverDep,
     RunQueueDep,
     SessionDep,
     SettingsDep,
+    lifespan,
 )
 from app.errors import error_responses
 from app.quotas import service as quotas
@@ -31,7 +33,7 @@ from app.submissions.errors import (
     SubmissionInvalid,
     SubmissionNotFound,
 )
-from app.submissions.presenter import etag_matches, present, strong_etag
+from app.submissions.presenter import etag_matches, present, present_view, strong_etag
 from app.submissions.repository import SubmissionRepository
 from app.submissions.schemas import (
     CancelRequest,
@@ -42,7 +44,9 @@ from app.submissions.schemas import (
 )
 from app.webhooks.errors import WebhookUrlRejected
 
-router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
+# The lifespan opens the event loop's database reader (``app.deps.get_reader``) for the whole
+# app: every app includes this router, and FastAPI merges a router's lifespan into the app's.
+router = APIRouter(prefix="/v1/submissions", tags=["submissions"], lifespan=lifespan)
 AUTH_ERRORS = (TokenMissing, TokenInvalid)
 
 
@@ -70,10 +74,15 @@ def create_submission(
                                 artifact_allowed_hosts=settings.artifact_allowed_hosts,
                                 quota=policy,
                                 webhook_insecure_hosts=settings.webhook_insecure_hosts)
-    sub, _created = service.create_submission(session, ctx, caller, body, idempotency_key)
+    intake = service.create_submission(session, ctx, caller, body, idempotency_key)
+    sub = intake.submission
     response.headers["Location"] = f"/v1/submissions/{sub.id}"
-    response.headers.update(quotas.headers(quotas.status(session, clock, policy, caller)))
-    return present(session, caller, sub)
+    quota = intake.quota
+    if quota is None and not caller.is_staff:  # a replay: counted as it is now
+        quota = quotas.status(session, clock, policy, caller)
+    if quota is not None:
+        response.headers.update(quotas.headers(quota))
+    return present(session, caller, sub, intake.latest)
 
 
 @router.get(
@@ -81,18 +90,15 @@ def create_submission(
     responses={304: {"description": "Not modified (If-None-Match)"},
                **error_responses(*AUTH_ERRORS, SubmissionNotFound)},
 )
-def get_submission(
-    submission_id: str, session: SessionDep, caller: CallerDep,
+async def get_submission(
+    submission_id: str, reader: ReaderDep, caller: CallerDep,
     if_none_match: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Status for polling. Send the last ``ETag`` as ``If-None-Match`` to get a cheap 304."""
-    # One query loads the submission, its latest run and the report flag. get_visible then
-    # finds the submission in the session's identity map (``found`` keeps it there) and only
-    # applies the visibility rule; for an unknown id it asks again and answers 404.
-    found = SubmissionRepository(session).get_with_latest_run(submission_id)
-    sub = service.get_visible(session, caller, submission_id)
-    latest = found[1] if found is not None and found[0] is sub else None
-    body = present(session, caller, sub, latest).model_dump_json().encode()
+    # Polled: it runs on the event loop, with one read (the submission, its latest run and the
+    # report flag) and the caller from the token cache, and no worker thread.
+    view = await service.visible_status(reader, caller, submission_id)
+    body = present_view(caller, view).model_dump_json().encode()
     etag = strong_etag(body)
     headers = {"ETag": etag, "Cache-Control": "private, no-cache"}
     if etag_matches(if_none_match, etag):

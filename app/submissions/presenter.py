@@ -9,11 +9,11 @@ from sqlalchemy.orm import Session
 from app.auth.models import Role
 from app.auth.service import Caller
 from app.submissions.models import Submission
-from app.submissions.repository import LatestRun, SubmissionRepository
+from app.submissions.repository import LatestRun, SubmissionRepository, SubmissionView
 from app.submissions.schemas import RunSummary, SubmissionOut, SubmissionPublicOut
 
 
-def provenance(sub: Submission) -> str:
+def provenance(sub: Submission | SubmissionView) -> str:
     return "self_attested" if sub.execution_mode == "self_attested" else "sealed"
 
 
@@ -24,8 +24,12 @@ def present(
     otherwise)."""
     if latest is None:
         latest = SubmissionRepository(session).latest_run(sub)
-    run = latest.run
-    report_url = f"/v1/runs/{run.id}/report" if run is not None and latest.has_report else None
+    return present_view(caller, SubmissionView.of(sub, latest))
+
+
+def present_view(caller: Caller, sub: SubmissionView) -> SubmissionOut | SubmissionPublicOut:
+    run = sub.latest_run
+    report_url = f"/v1/runs/{run.id}/report" if run is not None and sub.has_report else None
     url = f"/v1/submissions/{sub.id}"
     if caller.role is Role.reader and sub.owner_id != caller.id:
         return SubmissionPublicOut(

@@ -5,9 +5,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, bindparam, exists, select, tuple_
-from sqlalchemy.orm import Session, defer
+from sqlalchemy import Row, Select, bindparam, exists, select, tuple_
+from sqlalchemy.orm import Session
 
+from app.db import Reader
 from app.runs.models import Report, Run
 from app.submissions.models import Submission
 
@@ -22,21 +23,85 @@ class LatestRun:
 
 NO_RUN = LatestRun(None, False)
 
+
+@dataclass(frozen=True)
+class RunBrief:
+    id: str
+    kind: str
+    status: str
+    failure_reason: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class SubmissionView:
+    """What a status answer shows of a submission and its latest run: built from the ORM objects
+    or from the one row the status read returns, and presented the same way."""
+
+    id: str
+    owner_id: str
+    status: str
+    failure_reason: str | None
+    tier: str
+    execution_mode: str
+    tasks: list[str]
+    hardware_class: str
+    image_ref: str | None
+    image_digest: str | None
+    artifact_uri: str | None
+    meta: dict[str, Any]
+    platform_received_at: datetime
+    updated_at: datetime
+    latest_run: RunBrief | None
+    has_report: bool
+
+    @classmethod
+    def of(cls, sub: Submission, latest: LatestRun) -> SubmissionView:
+        run = latest.run
+        brief = None if run is None else RunBrief(run.id, run.kind, run.status,
+                                                  run.failure_reason, run.created_at)
+        return cls(sub.id, sub.owner_id, sub.status, sub.failure_reason, sub.tier,
+                   sub.execution_mode, sub.tasks, sub.hardware_class, sub.image_ref,
+                   sub.image_digest, sub.artifact_uri, sub.meta, sub.platform_received_at,
+                   sub.updated_at, brief, latest.has_report)
+
+    @classmethod
+    def from_row(cls, row: Row[Any]) -> SubmissionView:
+        brief = None if row.run_id is None else RunBrief(
+            row.run_id, row.run_kind, row.run_status, row.run_failure_reason, row.run_created_at)
+        return cls(row.id, row.owner_id, row.status, row.failure_reason, row.tier,
+                   row.execution_mode, row.tasks, row.hardware_class, row.image_ref,
+                   row.image_digest, row.artifact_uri, row.meta, row.platform_received_at,
+                   row.updated_at, brief, bool(row.has_report))
+
+
 # The status path's statements are built once: SQLAlchemy memoizes a statement's cache key on
-# the statement object, so reusing it skips building and keying the query on every poll (about
-# 0.4 ms of CPU per request on the 2-core benchmark machine; bench/intake.py).
+# the statement object, so reusing it skips building and keying the query on every poll.
 # Whether the run in the FROM clause has a report (correlated to it; false when it is NULL).
 _HAS_REPORT = exists().where(Report.run_id == Run.id).label("has_report")
-# Columns that can be large and that a status never shows (self-attested predictions, a run's
-# summary and failure detail) are not loaded; touching them later loads them.
-_WITH_LATEST_RUN = (
-    select(Submission, Run, _HAS_REPORT)
+# The status poll: the submission, its latest run and the report flag in one row of plain
+# columns (no ORM objects, no identity map), only the columns a status shows.
+STATUS = (
+    select(
+        Submission.id, Submission.owner_id, Submission.status, Submission.failure_reason,
+        Submission.tier, Submission.execution_mode, Submission.tasks, Submission.hardware_class,
+        Submission.image_ref, Submission.image_digest, Submission.artifact_uri,
+        Submission.meta.label("meta"), Submission.platform_received_at, Submission.updated_at,
+        Run.id.label("run_id"), Run.kind.label("run_kind"), Run.status.label("run_status"),
+        Run.failure_reason.label("run_failure_reason"), Run.created_at.label("run_created_at"),
+        _HAS_REPORT,
+    )
+    .select_from(Submission)
     .outerjoin(Run, Run.id == Submission.latest_run_id)
     .where(Submission.id == bindparam("submission_id"))
-    .options(defer(Submission.self_attested_predictions), defer(Run.summary),
-             defer(Run.failure_detail))
 )
 _LATEST_RUN = select(Run, _HAS_REPORT).where(Run.id == bindparam("run_id"))
+
+
+async def read_status(reader: Reader, submission_id: str) -> SubmissionView | None:
+    """The status poll's one read, awaited on the event loop."""
+    row = await reader.first(STATUS, {"submission_id": submission_id})
+    return None if row is None else SubmissionView.from_row(row)
 
 
 class SubmissionRepository:
@@ -45,15 +110,6 @@ class SubmissionRepository:
 
     def get(self, submission_id: str) -> Submission | None:
         return self.session.get(Submission, submission_id)
-
-    def get_with_latest_run(self, submission_id: str) -> tuple[Submission, LatestRun] | None:
-        """The submission, its latest run and whether that run has a report, in one query: the
-        status endpoint is polled, and this is all it reads."""
-        row = self.session.execute(_WITH_LATEST_RUN, {"submission_id": submission_id}).first()
-        if row is None:
-            return None
-        sub, run, has_report = row
-        return sub, LatestRun(run, bool(has_report))
 
     def latest_run(self, sub: Submission) -> LatestRun:
         """``sub``'s latest run and whether it has a report, in one query (none before a run)."""

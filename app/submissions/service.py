@@ -22,7 +22,7 @@ from app.auth.service import Caller
 from app.catalog import Catalog
 from app.catalog.cards import TaskCard
 from app.clock import Clock
-from app.db import new_id
+from app.db import Reader, new_id
 from app.queue import SELF_ATTESTED_CLASS, RunQueue, enqueue_run_after_commit
 from app.quotas import service as quotas
 from app.registry.reference import parse_image_reference
@@ -39,7 +39,12 @@ from app.submissions.errors import (
     SubmissionNotFound,
 )
 from app.submissions.models import Submission, SubmissionStatus
-from app.submissions.repository import SubmissionRepository
+from app.submissions.repository import (
+    LatestRun,
+    SubmissionRepository,
+    SubmissionView,
+    read_status,
+)
 from app.submissions.schemas import SubmissionCreate
 from app.validation import SubmissionInput, resolve_tasks, validate_submission
 from app.webhooks import service as webhooks
@@ -81,20 +86,32 @@ def _validate(body: SubmissionCreate, catalog: Catalog, received_at: datetime
     return cards
 
 
+@dataclass(frozen=True)
+class Intake:
+    """What ``create_submission`` did."""
+
+    submission: Submission
+    created: bool  # False: an idempotent replay of an earlier submission
+    latest: LatestRun | None  # the new run (None on a replay: not loaded)
+    # The caller's quota counting this submission (None: not counted here: staff, a replay,
+    # or no policy).
+    quota: quotas.QuotaStatus | None
+
+
 def create_submission(
     session: Session, ctx: IntakeContext, caller: Caller, body: SubmissionCreate,
     idempotency_key: str | None,
-) -> tuple[Submission, bool]:
-    """Returns the submission and whether it was created now (False: idempotent replay)."""
+) -> Intake:
     fingerprint = request_fingerprint(body)
     repo = SubmissionRepository(session)
     if idempotency_key:
         existing = repo.by_idempotency_key(caller.id, idempotency_key)
         if existing is not None:
-            return _replay(existing, fingerprint), False
+            return Intake(_replay(existing, fingerprint), False, None, None)
+    quota = None
     if ctx.quota is not None:
         # Before anything costly (the registry call); a replay above never counts twice.
-        quotas.enforce(session, ctx.clock, ctx.quota, caller)
+        quota = quotas.enforce(session, ctx.clock, ctx.quota, caller)
     cards = _validate(body, ctx.catalog, ctx.clock.now())
     if body.artifact_uri:
         check_artifact_uri(body.artifact_uri, ctx.artifact_allowed_hosts,
@@ -104,20 +121,29 @@ def create_submission(
                           resolve=ctx.resolve_artifact_dns)
     resolved = _resolve(ctx, body)
     sub = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
-    try:
-        with session.begin_nested():
-            repo.add(sub)
-    except IntegrityError:
-        # A concurrent request with the same Idempotency-Key won the insert.
-        if idempotency_key and (other := repo.by_idempotency_key(caller.id, idempotency_key)):
-            return _replay(other, fingerprint), False
-        raise
-    run = runs.create_run(session, ctx.clock, sub, kind=RunKind.initial, actor=caller.name)
+    if idempotency_key:
+        try:
+            # Only a keyed submission can collide (on owner and key): insert it alone, in a
+            # savepoint, so that losing the race rolls back nothing else.
+            with session.begin_nested():
+                repo.add(sub)
+        except IntegrityError:
+            # A concurrent request with the same Idempotency-Key won the insert.
+            if other := repo.by_idempotency_key(caller.id, idempotency_key):
+                return Intake(_replay(other, fingerprint), False, None, None)
+            raise
+    else:
+        session.add(sub)  # inserted with its run below, in one flush
+    run_id = new_id("run")
     audit.record(session, ctx.clock, actor=caller.name, action="submission.create",
                  target_type="submission", target_id=sub.id,
-                 detail={"run_id": run.id, "image_digest": sub.image_digest})
+                 detail={"run_id": run_id, "image_digest": sub.image_digest})
+    run = runs.create_run(session, ctx.clock, sub, kind=RunKind.initial, actor=caller.name,
+                          run_id=run_id)
     enqueue_run_after_commit(session, ctx.queue, run.id, run.hardware_class)
-    return sub, True
+    if quota is not None:
+        quota = quotas.with_one_more(quota, sub.platform_received_at)
+    return Intake(sub, True, LatestRun(run, has_report=False), quota)
 
 
 def _replay(existing: Submission, fingerprint: str) -> Submission:
@@ -157,13 +183,27 @@ def _new_submission(
     )
 
 
+def _sees(caller: Caller, owner_id: str) -> bool:
+    """Authors see their own; readers and staff see all."""
+    return caller.role.value != "author" or owner_id == caller.id
+
+
 def get_visible(session: Session, caller: Caller, submission_id: str) -> Submission:
-    """Authors see their own; readers and staff see all. Others' are 'not found', not 403,
-    so that ids do not leak existence."""
+    """The submission if ``caller`` may see it. Others' are 'not found', not 403, so that ids
+    do not leak existence."""
     sub = SubmissionRepository(session).get(submission_id)
-    if sub is None or (caller.role.value == "author" and sub.owner_id != caller.id):
+    if sub is None or not _sees(caller, sub.owner_id):
         raise SubmissionNotFound(f"submission {submission_id} not found")
     return sub
+
+
+async def visible_status(reader: Reader, caller: Caller, submission_id: str
+                         ) -> SubmissionView:
+    """``get_visible`` for the status poll: one read on the event loop, same rule."""
+    view = await read_status(reader, submission_id)
+    if view is None or not _sees(caller, view.owner_id):
+        raise SubmissionNotFound(f"submission {submission_id} not found")
+    return view
 
 
 def encode_cursor(sub: Submission) -> str:
