@@ -41,6 +41,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         conf["broker_transport_options"] = {
             "data_folder_in": folder, "data_folder_out": folder,
             "processed_folder": folder + "-processed", "store_processed": False,
+            "control_folder": folder + "-control",  # kombu's default is ./control
         }
     else:
         conf["broker_transport_options"] = {"visibility_timeout": VISIBILITY_TIMEOUT_S}

@@ -74,7 +74,10 @@ def parse_process_image(image: str) -> list[str]:
     """``process:python3 -u -m x`` → ``["python3", "-u", "-m", "x"]``."""
     if not image.startswith(IMAGE_SCHEME):
         raise ImagePullFailed(f"the process backend runs 'process:<command>', not {image!r}")
-    argv = shlex.split(image[len(IMAGE_SCHEME):])
+    command, _, digest = image[len(IMAGE_SCHEME):].rpartition("@")
+    if not (digest.startswith("sha256:") and len(digest) == 71):
+        command = image[len(IMAGE_SCHEME):]  # no intake pin: the whole text is the command
+    argv = shlex.split(command)
     if not argv:
         raise ImagePullFailed("empty process command")
     return argv
