@@ -90,7 +90,8 @@ def _celery_worker_args(queues: list[str], concurrency: int, beat: bool) -> list
             "-Q", ",".join(queues), "--concurrency", str(concurrency), "-O", "fair",
             "--loglevel", "INFO", "--hostname", f"future-ts-{'-'.join(queues)[:40]}@%h"]
     if beat:
-        args.append("-B")
+        schedule = get_settings().data_dir.resolve() / "celerybeat-schedule"
+        args += ["-B", "--schedule", str(schedule)]
     return args
 
 
@@ -133,18 +134,116 @@ def _parse_cpus(text: str) -> list[int]:
 
 
 def cmd_beat(_: argparse.Namespace) -> int:
+    schedule = get_settings().data_dir.resolve() / "celerybeat-schedule"
     argv = [sys.executable, "-m", "celery", "-A", "workers.celery_app", "beat", "--loglevel",
-            "INFO"]
+            "INFO", "--schedule", str(schedule)]
     os.execvpe(argv[0], argv, _child_env({}))  # noqa: S606
     return 0
 
 
 def cmd_api(args: argparse.Namespace) -> int:
+    return serve_uvicorn("app.main:create_app", args.host, args.port, args.workers)
+
+
+def _uvicorn_config(app: str, host: str, port: int) -> Any:
+    import gc
+    import importlib
+
     import uvicorn
 
-    uvicorn.run("app.main:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level="info", proxy_headers=False)
-    return 0
+    # Import the app's modules now and move everything allocated so far out of the cyclic
+    # GC's reach: it lives as long as the process, and a full collection scanned it all
+    # again (about 45 ms with the models and the catalog loaded: a stall of every request
+    # in flight on that worker, seen as the status GET's p99 in bench/intake.py).
+    importlib.import_module(app.partition(":")[0])
+    gc.freeze()
+    return uvicorn.Config(app, factory=True, host=host, port=port, log_level="info",
+                          proxy_headers=False)
+
+
+def serve_uvicorn(app: str, host: str, port: int, workers: int) -> int:
+    """Serve the ASGI app factory ``app`` with uvicorn, in ``workers`` processes.
+
+    Each worker listens on a socket of its own with ``SO_REUSEPORT``, so the kernel spreads
+    connections over the workers (by a hash of each connection). uvicorn's own ``--workers``
+    share one listening socket, and a burst of new keep-alive connections is taken by whichever
+    worker wakes first: measured with ``bench/intake.py`` ("per worker"), one worker often got
+    all 32 and the other idled. This process only holds the port, restarts a worker that dies
+    and stops them all on SIGINT/SIGTERM.
+    """
+    import socket
+
+    import uvicorn
+
+    if workers <= 1 or not hasattr(socket, "SO_REUSEPORT"):
+        uvicorn.Server(_uvicorn_config(app, host, port)).run()
+        return 0
+    holder = _reuseport_socket(host, port)  # fails here if the port is taken; never listens
+    try:
+        return _supervise_api_workers(app, host, port, workers)
+    finally:
+        holder.close()
+
+
+def _reuseport_socket(host: str, port: int) -> Any:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
+
+
+def _serve_worker(app: str, host: str, port: int) -> None:
+    """One worker process: its own socket (uvicorn makes it listen), then serve until told."""
+    import uvicorn
+
+    uvicorn.Server(_uvicorn_config(app, host, port)).run(sockets=[_reuseport_socket(host, port)])
+
+
+def _supervise_api_workers(app: str, host: str, port: int, workers: int) -> int:
+    import multiprocessing
+
+    from uvicorn.config import STARTUP_FAILURE
+
+    spawn = multiprocessing.get_context("spawn")
+    stopping: list[int] = []
+
+    def start() -> Any:
+        proc = spawn.Process(target=_serve_worker, args=(app, host, port), daemon=False)
+        proc.start()
+        print(f"api worker {proc.pid} serving http://{host}:{port}", file=sys.stderr)
+        return proc
+
+    def stop(signum: int, _frame: Any) -> None:
+        stopping.append(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, stop)
+    procs = [start() for _ in range(workers)]
+    code = 0
+    while not stopping:
+        time.sleep(0.5)
+        for i, proc in enumerate(procs):
+            if proc.is_alive():
+                continue
+            if proc.exitcode == STARTUP_FAILURE:  # the app cannot start: restarting won't help
+                stopping.append(0)
+                code = STARTUP_FAILURE
+                break
+            print(f"api worker {proc.pid} exited ({proc.exitcode}); restarting", file=sys.stderr)
+            procs[i] = start()
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()  # SIGTERM: uvicorn finishes the requests in flight
+    for proc in procs:
+        proc.join(timeout=30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    return code
 
 
 def _ensure_dev_keys(settings: Settings) -> None:

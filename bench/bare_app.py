@@ -1,7 +1,8 @@
 """The ceiling for ``bench/intake.py``: FastAPI with one trivial JSON endpoint and nothing else.
 
-Served by the same ``uvicorn.run`` call as ``future-ts api`` (same workers, log level, proxy
-headers), so the only difference from the real API is the work our endpoints do.
+Served by the same function as ``future-ts api`` (``app.cli.serve_uvicorn``: same workers, one
+``SO_REUSEPORT`` socket per worker, log level, proxy headers), so the only difference from the
+real API is the work our endpoints do.
 """
 
 from __future__ import annotations
@@ -22,16 +23,15 @@ def create_app() -> FastAPI:
 
 
 def main() -> None:
-    import uvicorn
+    from app.cli import serve_uvicorn
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
-    # Mirrors app.cli.cmd_api.
-    uvicorn.run("bench.bare_app:create_app", factory=True, host=args.host, port=args.port,
-                workers=args.workers, log_level="info", proxy_headers=False)
+    # What app.cli.cmd_api runs.
+    serve_uvicorn("bench.bare_app:create_app", args.host, args.port, args.workers)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ What it does, all on loopback, and undone at the end:
    (``app.auth.service.create_token``, what ``future-ts tokens create`` calls);
 2. starts ``future-ts api --workers 2`` (uvicorn, as documented for production) against it, with
    the broker at redis://127.0.0.1:6379/14, and a bare FastAPI app (``bench/bare_app.py``, one
-   trivial JSON endpoint) under the same ``uvicorn.run`` settings as the ceiling;
+   trivial JSON endpoint) served the same way (``app.cli.serve_uvicorn``) as the ceiling;
 3. drives each with wrk (a small Lua script, ``bench/load.lua``; ``bench/httpx_load.py`` if wrk is
    missing) for a fixed time and at most a fixed count: the bare endpoint (first and last, to
    see how much the machine's other load moved), ``GET
@@ -27,9 +27,11 @@ outside the benchmark (column "other") makes throughput noisy; the CPU time the 
 (server, PostgreSQL, Redis, registry) spent per request is much steadier, and its ratio to the bare
 endpoint's is printed next to the throughput ratio.
 
-uvicorn's ``--workers`` share one listening socket, and a keep-alive connection stays with the
-worker that accepted it: the "per worker" column shows how the load fell (one worker taking all
-32 connections halves the throughput a run can show, whatever the code does). A light-load POST
+A keep-alive connection stays with the worker that accepted it: the "per worker" column shows how
+the load fell. uvicorn's own ``--workers`` share one listening socket, and one worker often took
+all 32 connections (halving the throughput a run could show, whatever the code did);
+``future-ts api`` (``app.cli.serve_uvicorn``, which the bare app uses too) gives each worker a
+``SO_REUSEPORT`` socket of its own, so the kernel spreads the connections. A light-load POST
 phase (4 clients) separates the service time of a submission from queueing.
 """
 
@@ -162,9 +164,9 @@ class CpuSnapshot:
         return out
 
     def worker_split(self, later: CpuSnapshot, group: str, root: int) -> list[float]:
-        """CPU seconds of each uvicorn worker process of ``group``, busiest first. uvicorn's
-        workers share one listening socket, so keep-alive connections (accepted once) are not
-        spread evenly over them: this shows how unevenly."""
+        """CPU seconds of each uvicorn worker process of ``group``, busiest first: keep-alive
+        connections (accepted once) need not be spread evenly over them; this shows how
+        unevenly."""
         used = [cpu - self.by_pid.get(pid, (group, 0.0))[1]
                 for pid, (g, cpu) in later.by_pid.items() if g == group and pid != root]
         total = sum(used)

@@ -85,7 +85,7 @@ async def authenticate_cached(reader: Reader, cache: CallerCache, token: str) ->
     row = await reader.first(CALLER_BY_TOKEN_HASH, {"token_sha256": digest})
     if row is None:
         raise TokenInvalid("the bearer token is unknown or revoked")
-    caller = Caller(row.id, row.name, Role(row.role))
+    caller = Caller(row["id"], row["name"], Role(row["role"]))
     cache.put(digest, caller)
     return caller
 

@@ -25,8 +25,14 @@ class RunRepository:
         self.session.flush()
 
     def add_with_event(self, run: Run, event: RunEvent) -> None:
-        """A new run and its first event, in one flush (with whatever else is pending)."""
-        self.session.add_all([run, event])
+        """A new run and its first event. Flushed one table at a time, parents first: no
+        ``relationship()`` joins these mappers, and the unit of work orders rows of unrelated
+        mappers arbitrarily, foreign keys or not. Whatever is pending already (a new submission
+        the run points at) goes first."""
+        self.session.flush()
+        self.session.add(run)
+        self.session.flush()
+        self.session.add(event)
         self.session.flush()
 
     def add_event(self, event: RunEvent) -> None:

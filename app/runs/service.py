@@ -29,15 +29,14 @@ _SUBMISSION_STATUS = {
 def create_run(
     session: Session, clock: Clock, submission: Submission, *, kind: RunKind, actor: str,
     hardware_class: str | None = None, reason: str | None = None,
-    previous: Run | None = None, run_id: str | None = None,
+    previous: Run | None = None,
 ) -> Run:
-    """A queued run of ``submission``, its first event, and the submission pointing at it, in
-    one flush. ``run_id``: when the caller chose the id first (to name it elsewhere in the same
-    flush). A ``submission`` added but not yet flushed is inserted already pointing at the run
-    (one INSERT, no UPDATE after it)."""
+    """A queued run of ``submission``, its first event, and the submission pointing at it. A
+    ``submission`` added but not yet flushed is inserted already pointing at the run (one
+    INSERT, no UPDATE after it)."""
     now = clock.now()
     run = Run(
-        id=run_id or new_id("run"), submission_id=submission.id,
+        id=new_id("run"), submission_id=submission.id,
         owner_id=submission.owner_id, kind=kind.value, status=RunStatus.queued.value,
         hardware_class=hardware_class or submission.hardware_class,
         image_digest_ref=submission.image_digest_ref,

@@ -5,10 +5,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Select, bindparam, exists, select, tuple_
+from sqlalchemy import ARRAY, Select, String, any_, bindparam, exists, select, tuple_
 from sqlalchemy.orm import Session
 
-from app.db import Reader
+from app.db import KeyedLookup, Reader, Record
 from app.runs.models import Report, Run
 from app.submissions.models import Submission
 
@@ -66,13 +66,15 @@ class SubmissionView:
                    sub.updated_at, brief, latest.has_report)
 
     @classmethod
-    def from_row(cls, row: Row[Any]) -> SubmissionView:
-        brief = None if row.run_id is None else RunBrief(
-            row.run_id, row.run_kind, row.run_status, row.run_failure_reason, row.run_created_at)
-        return cls(row.id, row.owner_id, row.status, row.failure_reason, row.tier,
-                   row.execution_mode, row.tasks, row.hardware_class, row.image_ref,
-                   row.image_digest, row.artifact_uri, row.meta, row.platform_received_at,
-                   row.updated_at, brief, bool(row.has_report))
+    def from_row(cls, row: Record) -> SubmissionView:
+        brief = None if row["run_id"] is None else RunBrief(
+            row["run_id"], row["run_kind"], row["run_status"], row["run_failure_reason"],
+            row["run_created_at"])
+        return cls(row["id"], row["owner_id"], row["status"], row["failure_reason"],
+                   row["tier"], row["execution_mode"], row["tasks"], row["hardware_class"],
+                   row["image_ref"], row["image_digest"], row["artifact_uri"], row["meta"],
+                   row["platform_received_at"], row["updated_at"], brief,
+                   bool(row["has_report"]))
 
 
 # The status path's statements are built once: SQLAlchemy memoizes a statement's cache key on
@@ -81,7 +83,7 @@ class SubmissionView:
 _HAS_REPORT = exists().where(Report.run_id == Run.id).label("has_report")
 # The status poll: the submission, its latest run and the report flag in one row of plain
 # columns (no ORM objects, no identity map), only the columns a status shows.
-STATUS = (
+_STATUS = (
     select(
         Submission.id, Submission.owner_id, Submission.status, Submission.failure_reason,
         Submission.tier, Submission.execution_mode, Submission.tasks, Submission.hardware_class,
@@ -93,14 +95,19 @@ STATUS = (
     )
     .select_from(Submission)
     .outerjoin(Run, Run.id == Submission.latest_run_id)
-    .where(Submission.id == bindparam("submission_id"))
+)
+STATUS = KeyedLookup(
+    one=_STATUS.where(Submission.id == bindparam("key")),
+    # Polls arriving together are answered by one statement (app.db.PsycopgPoolReader).
+    many=_STATUS.where(Submission.id == any_(bindparam("keys", type_=ARRAY(String)))),
+    key_column="id",
 )
 _LATEST_RUN = select(Run, _HAS_REPORT).where(Run.id == bindparam("run_id"))
 
 
 async def read_status(reader: Reader, submission_id: str) -> SubmissionView | None:
     """The status poll's one read, awaited on the event loop."""
-    row = await reader.first(STATUS, {"submission_id": submission_id})
+    row = await reader.lookup(STATUS, submission_id)
     return None if row is None else SubmissionView.from_row(row)
 
 

@@ -9,10 +9,10 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app.auth.models import Role
-from app.auth.service import CallerCache, create_token
+from app.auth.service import create_token
 from app.clock import SystemClock
 from app.db import SessionReader
-from app.deps import get_caller_cache, get_reader, get_resolver, get_run_queue, get_session
+from app.deps import get_resolver, get_run_queue, get_session
 from app.main import create_app
 from app.registry.reference import ImageReference
 from app.registry.resolver import ResolvedImage
@@ -62,14 +62,12 @@ def client(db_session: Session, queue: RecordingQueue, resolver: StubResolver
             raise
 
     app.dependency_overrides[get_session] = _session
-    # The event loop's reads (tokens, status) go through the same rolled-back transaction.
-    reader = SessionReader(db_session)
-    app.dependency_overrides[get_reader] = lambda: reader
-    cache = CallerCache()
-    app.dependency_overrides[get_caller_cache] = lambda: cache
     app.dependency_overrides[get_run_queue] = lambda: queue
     app.dependency_overrides[get_resolver] = lambda: resolver
     with TestClient(app, raise_server_exceptions=False) as c:
+        # The event loop's reads (tokens, status) go through the same rolled-back transaction:
+        # the reader is the lifespan's (app.deps.reader_of), and each request copies this state.
+        c.app_state["reader"] = SessionReader(db_session)
         yield c
 
 
