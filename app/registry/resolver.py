@@ -27,6 +27,8 @@ MANIFEST_ACCEPT = ", ".join(
     ]
 )
 _DIGEST = re.compile(r"^sha256:[a-f0-9]{64}$")
+PROCESS_SCHEME = "process:"  # dev only: a command for the process backend, not an image
+PROCESS_MEDIA_TYPE = "application/vnd.future-ts.process-command"
 
 
 class ImageUnresolvable(Unprocessable):
@@ -42,11 +44,12 @@ class ResolvedImage:
     reference: ImageReference
     digest: str  # sha256:<hex> of the manifest (or index) bytes
     media_type: str
+    pinned_override: str | None = None  # dev process images pin their command line instead
 
     @property
     def pinned(self) -> str:
         """``registry/repository@sha256:...``: the only form a run ever uses."""
-        return self.reference.with_digest(self.digest)
+        return self.pinned_override or self.reference.with_digest(self.digest)
 
 
 class ImageResolver(Protocol):

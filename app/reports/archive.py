@@ -48,7 +48,7 @@ def put_evidence(store: ArtifactStore, run_id: str, objects: Mapping[str, bytes]
 
 def container_json(image_ref: str, pinned: str, extra: Mapping[str, Any]) -> tuple[bytes,
                                                                                    ImageSubject]:
-    repository, digest = pinned.split("@", 1)
+    repository, digest = pinned.rsplit("@", 1)
     record = ContainerRecord(image_ref=image_ref, repository=repository, manifest_digest=digest,
                              config_digest=extra.get("config_digest"), extra=dict(extra))
     return record.to_json_bytes(), ImageSubject(repository, digest)

@@ -74,7 +74,9 @@ def create_submission(
     ctx = service.IntakeContext(clock=clock, resolver=resolver, catalog=catalog, queue=queue,
                                 artifact_allowed_hosts=settings.artifact_allowed_hosts,
                                 quota=policy,
-                                webhook_insecure_hosts=settings.webhook_insecure_hosts)
+                                webhook_insecure_hosts=settings.webhook_insecure_hosts,
+                                allow_process_images=settings.environment != "production"
+                                and settings.runner_backend in ("auto", "process"))
     intake = service.create_submission(session, ctx, caller, body, idempotency_key)
     sub = intake.submission
     response.headers["Location"] = f"/v1/submissions/{sub.id}"

@@ -26,8 +26,13 @@ from app.clock import Clock
 from app.db import Reader, new_id
 from app.queue import SELF_ATTESTED_CLASS, RunQueue, enqueue_run_after_commit
 from app.quotas import service as quotas
-from app.registry.reference import parse_image_reference
-from app.registry.resolver import ImageResolver, ResolvedImage
+from app.registry.reference import ImageReference, InvalidImageReference, parse_image_reference
+from app.registry.resolver import (
+    PROCESS_MEDIA_TYPE,
+    PROCESS_SCHEME,
+    ImageResolver,
+    ResolvedImage,
+)
 from app.runs import service as runs
 from app.runs.models import TERMINAL_RUN, RunKind, RunStatus
 from app.runs.repository import RunRepository
@@ -63,6 +68,8 @@ class IntakeContext:
     # None: no quota check (internal callers); the API always passes the configured policy.
     quota: quotas.QuotaPolicy | None = None
     webhook_insecure_hosts: list[str] = field(default_factory=list)
+    # Dev only: accept ``process:<command>`` images for the process backend (local_sealed_mvp).
+    allow_process_images: bool = False
 
 
 def request_fingerprint(body: SubmissionCreate) -> str:
@@ -170,7 +177,23 @@ def _replay(existing: Submission, fingerprint: str) -> Submission:
 def _resolve(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage | None:
     if body.execution_mode != "sealed" or not body.image:
         return None
+    if body.image.startswith(PROCESS_SCHEME):
+        return _process_image(ctx, body)
     return ctx.resolver.resolve(parse_image_reference(body.image))
+
+
+def _process_image(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage:
+    """A dev deployment without podman runs a command instead of an image (the seed's Stage 1
+    MVP). Its 'digest' pins the exact command line; the run is ``local_sealed_mvp``."""
+    assert body.image is not None
+    if not ctx.allow_process_images:
+        raise InvalidImageReference("process: images are accepted by dev deployments only")
+    if body.tier != "public_dev":
+        raise SubmissionInvalid([{"code": "process_image_tier", "field": "image",
+                                  "message": "process: images never run blind or live tasks"}])
+    digest = "sha256:" + hashlib.sha256(body.image.encode()).hexdigest()
+    ref = ImageReference("process", body.image, None, digest)
+    return ResolvedImage(ref, digest, PROCESS_MEDIA_TYPE, pinned_override=f"{body.image}@{digest}")
 
 
 def _new_submission(

@@ -197,3 +197,19 @@ def test_catalog_endpoints(client: TestClient) -> None:
 def test_unknown_route_uses_error_shape(client: TestClient) -> None:
     r = client.get("/v1/nothing-here")
     assert r.status_code == 404 and r.json()["error"] == "NotFound"
+
+
+def test_process_images_only_where_the_process_backend_may_run(
+        client: TestClient, tokens: dict[str, str]) -> None:
+    from app.settings import Settings, get_settings
+
+    image = "process:python3 -u -m app.baselines.forward_server seasonal-naive"
+    ok = client.post("/v1/submissions", json=body(image=image), headers=auth(tokens["alice"]))
+    assert ok.status_code == 202, ok.text
+    app = client.app
+    app.dependency_overrides[get_settings] = lambda: Settings(  # type: ignore[attr-defined]
+        environment="test", runner_backend="podman")
+    refused = client.post("/v1/submissions", json=body(image=image),
+                          headers=auth(tokens["alice"]))
+    assert refused.status_code == 422
+    assert refused.json()["error"] == "invalid_image_reference"
