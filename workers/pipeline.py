@@ -51,7 +51,12 @@ from app.webhooks.service import notify_terminal
 from workers.artifacts import ArtifactUnavailable, fetch_artifact
 from workers.claim import claim_next_run
 from workers.runner.determinism import probe_determinism
-from workers.runner.errors import BackendUnavailable, ImagePullFailed, NoCpuSlotFree
+from workers.runner.errors import (
+    BackendUnavailable,
+    ImageNotPinned,
+    ImagePullFailed,
+    NoCpuSlotFree,
+)
 from workers.runner.factory import backend_from_settings
 from workers.runner.forward import PROTOCOL, TaskOutcome, derive_seed, drive_task, percentile
 from workers.runner.port import ImageRecord, RunnerBackend, SealedSpec, container_name
@@ -290,7 +295,8 @@ class RunExecution:
         assert self.ctx.image_pinned is not None
         try:
             image = self.deps.backend.ensure_image(self.ctx.image_pinned)
-        except ImagePullFailed as exc:
+        except (ImagePullFailed, ImageNotPinned) as exc:
+            # ImageNotPinned here: a process: command reached an image backend (or the reverse).
             return self._fail(FailureReason.image_pull_failed, str(exc))
         except BackendUnavailable as exc:
             raise PlatformFault(str(exc)) from exc
