@@ -24,7 +24,7 @@ from app.catalog import Catalog
 from app.clock import Clock, SystemClock
 from app.db import Reader, ThreadedEngineReader, get_engine, get_sessionmaker, reader_lifespan
 from app.evidence.keys import KeyRing
-from app.queue import CeleryRunQueue, RunQueue, get_celery_client
+from app.queue import BackgroundRunQueue, CeleryRunQueue, RunQueue, get_celery_client
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
 from app.settings import Settings, get_settings
 from app.storage.port import ArtifactStore
@@ -97,6 +97,12 @@ def caller_cache() -> CallerCache:
     return CallerCache()
 
 
+async def current_settings() -> Settings:
+    """``get_settings`` as a dependency that runs on the event loop: a plain function one runs
+    in a worker thread (a hop per request for a cached object). Tests override this one."""
+    return get_settings()
+
+
 async def get_clock() -> Clock:
     return SystemClock()
 
@@ -111,15 +117,22 @@ async def get_resolver() -> ImageResolver:
     return _resolver()
 
 
+@lru_cache(maxsize=1)
+def _run_queue() -> RunQueue:
+    # The request hands the run over after its commit and answers; one thread per process
+    # publishes (a lost send is re-sent by the sweeper: app.queue.BackgroundRunQueue).
+    return BackgroundRunQueue(CeleryRunQueue(get_celery_client()))
+
+
 async def get_run_queue() -> RunQueue:
-    return CeleryRunQueue(get_celery_client())
+    return _run_queue()
 
 
 # scope="function": commit before the response is sent, so a 202 is only ever answered for a
 # submission that is durable (the default "request" scope would commit after sending).
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 ClockDep = Annotated[Clock, Depends(get_clock)]
-SettingsDep = Annotated[Settings, Depends(get_settings)]
+SettingsDep = Annotated[Settings, Depends(current_settings)]
 ResolverDep = Annotated[ImageResolver, Depends(get_resolver)]
 RunQueueDep = Annotated[RunQueue, Depends(get_run_queue)]
 

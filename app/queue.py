@@ -7,6 +7,10 @@ waits until a worker that can provision that class exactly takes it.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import queue as stdlib_queue
+import threading
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -69,14 +73,86 @@ class RunQueue(Protocol):
         ...
 
 
+class BatchRunQueue(RunQueue, Protocol):
+    def send_runs(self, runs: list[tuple[str, str]]) -> None:
+        """Send several ``(run_id, hardware_class)`` at once; on an error, any may be unsent."""
+        ...
+
+
 class CeleryRunQueue:
     def __init__(self, celery: Celery) -> None:
         self.celery = celery
 
     def send_run(self, run_id: str, hardware_class: str) -> None:
-        queue = (SELF_ATTESTED_QUEUE if hardware_class == SELF_ATTESTED_CLASS
-                 else get_hardware_class(hardware_class).queue)
-        self.celery.send_task(RUN_TASK, args=[run_id], queue=queue)
+        self.celery.send_task(RUN_TASK, args=[run_id], queue=_queue_of(hardware_class))
+
+    def send_runs(self, runs: list[tuple[str, str]]) -> None:
+        # One producer and, on Redis, one pipelined round trip for all of them (kombu's
+        # Producer.batch): per message, kombu otherwise makes a Redis client and a round trip.
+        with self.celery.producer_or_acquire() as producer, producer.batch():
+            for run_id, hardware_class in runs:
+                self.celery.send_task(RUN_TASK, args=[run_id], queue=_queue_of(hardware_class),
+                                      producer=producer)
+
+
+def _queue_of(hardware_class: str) -> str:
+    return (SELF_ATTESTED_QUEUE if hardware_class == SELF_ATTESTED_CLASS
+            else get_hardware_class(hardware_class).queue)
+
+
+class BackgroundRunQueue:
+    """Sends through ``queue`` on one daemon thread, in the order given, so that a request does
+    not wait for the broker (a Celery publish is about half a millisecond of CPU and a Redis
+    round trip, which the 202 used to wait for after the commit). The runs handed over while
+    the thread was sending go out together (``send_runs``).
+
+    Nothing accepted is lost by not waiting: the run is committed as ``queued`` before it is
+    handed over, and the beat sweeper (``runs.requeue_stale``) sends again every run queued for
+    longer than ``requeue_after_s``, so a send that fails, or that a crash or restart between
+    the commit and the send never made, is made later. A duplicate is harmless: a worker claims
+    a run once.
+    """
+
+    max_batch = 100
+
+    def __init__(self, queue: BatchRunQueue) -> None:
+        self.queue = queue
+        # SimpleQueue: its put is a C call, cheap on the request's thread.
+        self._pending: stdlib_queue.SimpleQueue[tuple[str, str] | threading.Event] = (
+            stdlib_queue.SimpleQueue())
+        self._sender = threading.Thread(target=self._send_forever, name="run-queue-sender",
+                                        daemon=True)
+        self._sender.start()
+
+    def send_run(self, run_id: str, hardware_class: str) -> None:
+        """Hand the run to the sender thread and return at once."""
+        self._pending.put((run_id, hardware_class))
+
+    def join(self, timeout_s: float = 10.0) -> bool:
+        """Wait until every run handed over so far has been sent (or failed to be)."""
+        done = threading.Event()
+        self._pending.put(done)
+        return done.wait(timeout_s)
+
+    def _send_forever(self) -> None:
+        while True:
+            items = [self._pending.get()]
+            with contextlib.suppress(stdlib_queue.Empty):
+                while len(items) < self.max_batch:
+                    items.append(self._pending.get_nowait())
+            runs = [item for item in items if not isinstance(item, threading.Event)]
+            if runs:
+                self._send(runs)
+            for item in items:
+                if isinstance(item, threading.Event):
+                    item.set()
+
+    def _send(self, runs: list[tuple[str, str]]) -> None:
+        try:
+            self.queue.send_runs(runs)
+        except Exception:
+            logging.getLogger(__name__).exception(
+                "enqueue of %s failed; sweeper will retry", ", ".join(r for r, _ in runs))
 
 
 def enqueue_run_after_commit(session: Session, queue: RunQueue, run_id: str,
@@ -90,8 +166,6 @@ def enqueue_run_after_commit(session: Session, queue: RunQueue, run_id: str,
         try:
             queue.send_run(run_id, hardware_class)
         except Exception:
-            import logging
-
             logging.getLogger(__name__).exception("enqueue of %s failed; sweeper will retry",
                                                   run_id)
 

@@ -551,6 +551,8 @@ def print_report(results: list[Result], args: argparse.Namespace, kind: str) -> 
     print("stack CPU us: server + PostgreSQL + Redis + registry CPU time per request; pg new: "
           "PostgreSQL sessions opened during the phase")
     by = {r.phase: r for r in results}
+    if args.post_only:
+        return {"results": [r.__dict__ for r in results]}
     bares = [r for r in results if r.phase.startswith("bare")]
     bare_rps = sum(r.rps for r in bares) / len(bares)
     bare_cpu = sum(r.stack_cpu_us for r in bares) / len(bares)
@@ -611,6 +613,8 @@ def main() -> int:
     parser.add_argument("--max-requests", type=int, default=200_000,
                         help="count bound per phase")
     parser.add_argument("--generator", choices=["auto", "wrk", "httpx"], default="auto")
+    parser.add_argument("--post-only", action="store_true",
+                        help="only the 32-client POST phase (for profiling; no verdicts)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--keep", action="store_true", help="keep the database and temp dir")
     parser.add_argument("--wait-services", type=float, default=120.0,
@@ -660,6 +664,8 @@ def main() -> int:
                   connections=args.light_clients),
             Phase("bare GET /ping (again)", ceiling.url, 200),
         ]
+        if args.post_only:
+            phases = [p for p in phases if p.name == "POST /v1/submissions"]
         roots = {"api": fx.procs["api"].pid, "bare": fx.procs["bare"].pid}
         results = []
         for phase in phases:

@@ -3,6 +3,7 @@ of its latest run's state. Used by the API and by the worker pipeline alike."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -52,6 +53,23 @@ def create_run(
         run_id=run.id, at=now, status=run.status, actor=actor,
         detail={"kind": kind.value, "reason": reason}))
     return run
+
+
+def queued_run_rows(
+    *, run_id: str, submission_id: str, owner_id: str, hardware_class: str,
+    image_digest_ref: str | None, kind: RunKind, actor: str, at: datetime,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``create_run``'s run and first event as column values, for a submission inserted with
+    Core already pointing at ``run_id`` with the run's state mirrored (intake): no ORM objects.
+    No predecessor: seed and artifact hash are chosen when the run starts."""
+    run = {"id": run_id, "submission_id": submission_id, "owner_id": owner_id,
+           "kind": kind.value, "status": RunStatus.queued.value,
+           "hardware_class": hardware_class, "image_digest_ref": image_digest_ref,
+           "requested_by": actor, "platform_attempts": 0, "created_at": at,
+           "status_changed_at": at}
+    event = {"run_id": run_id, "at": at, "status": RunStatus.queued.value, "actor": actor,
+             "detail": {"kind": kind.value, "reason": None}}
+    return run, event
 
 
 def _mirror(submission: Submission, run: Run, clock: Clock) -> None:

@@ -46,7 +46,7 @@ from app.submissions.errors import (
 )
 from app.submissions.models import Submission, SubmissionStatus
 from app.submissions.repository import (
-    LatestRun,
+    RunBrief,
     SubmissionRepository,
     SubmissionView,
     read_status,
@@ -112,9 +112,8 @@ def _card(catalog: Catalog, task_id: str) -> TaskCard:
 class Intake:
     """What ``create_submission`` did."""
 
-    submission: Submission
+    view: SubmissionView  # the submission and its latest run, as the answer shows them
     created: bool  # False: an idempotent replay of an earlier submission
-    latest: LatestRun | None  # the new run (None on a replay: not loaded)
     # The caller's quota counting this submission (None: not counted here: staff, a replay,
     # or no policy).
     quota: quotas.QuotaStatus | None
@@ -130,7 +129,7 @@ def create_submission(
     if idempotency_key:
         existing = repo.by_idempotency_key(caller.id, idempotency_key)
         if existing is not None:
-            return Intake(_replay(existing, fingerprint), False, None, None)
+            return _replayed(repo, existing, fingerprint)
     quota = None
     if ctx.quota is not None:
         # Before anything costly (the registry call); a replay above never counts twice.
@@ -143,29 +142,48 @@ def create_submission(
         check_webhook_url(body.webhook_url, ctx.webhook_insecure_hosts,
                           resolve=ctx.resolve_artifact_dns)
     resolved = _resolve(ctx, body)
-    sub = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
+    row = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
+    run = RunBrief(new_id("run"), RunKind.initial.value, RunStatus.queued.value, None,
+                   ctx.clock.now())
+    # Inserted already pointing at its run, in the run's state (no UPDATE after the run).
+    row.update(latest_run_id=run.id, status=SubmissionStatus.queued.value,
+               updated_at=run.created_at)
     if idempotency_key:
         try:
             # Only a keyed submission can collide (on owner and key): insert it alone, in a
             # savepoint, so that losing the race rolls back nothing else.
             with session.begin_nested():
-                repo.add(sub)
+                repo.insert(row)
         except IntegrityError:
             # A concurrent request with the same Idempotency-Key won the insert.
             if other := repo.by_idempotency_key(caller.id, idempotency_key):
-                return Intake(_replay(other, fingerprint), False, None, None)
+                return _replayed(repo, other, fingerprint)
             raise
-    else:
-        session.add(sub)  # inserted by create_run, already pointing at its run
-    run = runs.create_run(session, ctx.clock, sub, kind=RunKind.initial, actor=caller.name)
-    # After the run (the trail is in platform-clock order); inserted by the commit's flush.
-    audit.record(session, ctx.clock, actor=caller.name, action="submission.create",
-                 target_type="submission", target_id=sub.id,
-                 detail={"run_id": run.id, "image_digest": sub.image_digest})
-    enqueue_run_after_commit(session, ctx.queue, run.id, run.hardware_class)
+    _insert_run(repo, ctx, caller, None if idempotency_key else row, row, run)
+    enqueue_run_after_commit(session, ctx.queue, run.id, row["hardware_class"])
     if quota is not None:
-        quota = quotas.with_one_more(quota, sub.platform_received_at)
-    return Intake(sub, True, LatestRun(run, has_report=False), quota)
+        quota = quotas.with_one_more(quota, row["platform_received_at"])
+    return Intake(SubmissionView.of_row(row, run), True, quota)
+
+
+def _insert_run(repo: SubmissionRepository, ctx: IntakeContext, caller: Caller,
+                new: dict[str, Any] | None, row: dict[str, Any], run: RunBrief) -> None:
+    """Insert the submission ``row`` (unless ``new`` is None: inserted already), its queued
+    first run, the run's first event and the audit row (after the run: the trail is in
+    platform-clock order)."""
+    run_row, event_row = runs.queued_run_rows(
+        run_id=run.id, submission_id=row["id"], owner_id=caller.id,
+        hardware_class=row["hardware_class"], image_digest_ref=row["image_digest_ref"],
+        kind=RunKind.initial, actor=caller.name, at=run.created_at)
+    audit_row = audit.row(ctx.clock, actor=caller.name, action="submission.create",
+                          target_type="submission", target_id=row["id"],
+                          detail={"run_id": run.id, "image_digest": row["image_digest"]})
+    repo.insert_with_run(new, run_row, event_row, audit_row)
+
+
+def _replayed(repo: SubmissionRepository, existing: Submission, fingerprint: str) -> Intake:
+    sub = _replay(existing, fingerprint)
+    return Intake(SubmissionView.of(sub, repo.latest_run(sub)), False, None)
 
 
 def _replay(existing: Submission, fingerprint: str) -> Submission:
@@ -199,26 +217,29 @@ def _process_image(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage:
 def _new_submission(
     ctx: IntakeContext, caller: Caller, body: SubmissionCreate, cards: list[TaskCard],
     resolved: ResolvedImage | None, fingerprint: str, idempotency_key: str | None,
-) -> Submission:
+) -> dict[str, Any]:
+    """The new submission's row, by column name (inserted with Core: no ORM object)."""
     now = ctx.clock.now()  # the platform clock; nothing the client sent about time is used
     sealed = body.execution_mode == "sealed"
     predictions: dict[str, Any] | None = None
     if body.predictions is not None:
         predictions = {k: [w.model_dump(mode="json") for w in v]
                        for k, v in body.predictions.items()}
-    return Submission(
-        id=new_id("sub"), owner_id=caller.id, idempotency_key=idempotency_key,
-        request_sha256=fingerprint, image_ref=body.image,
-        image_digest_ref=resolved.pinned if resolved else None,
-        image_digest=resolved.digest if resolved else None,
-        image_media_type=resolved.media_type if resolved else None,
-        artifact_uri=body.artifact_uri, tasks=[c.task_id for c in cards], tier=body.tier,
-        execution_mode=body.execution_mode,
-        hardware_class=cards[0].resource_budget.hardware_class if sealed else SELF_ATTESTED_CLASS,
-        meta=body.metadata.model_dump(mode="json"), self_attested_predictions=predictions,
-        webhook_url=body.webhook_url, platform_received_at=now,
-        status=SubmissionStatus.queued.value, updated_at=now,
-    )
+    return {
+        "id": new_id("sub"), "owner_id": caller.id, "idempotency_key": idempotency_key,
+        "request_sha256": fingerprint, "image_ref": body.image,
+        "image_digest_ref": resolved.pinned if resolved else None,
+        "image_digest": resolved.digest if resolved else None,
+        "image_media_type": resolved.media_type if resolved else None,
+        "artifact_uri": body.artifact_uri, "tasks": [c.task_id for c in cards],
+        "tier": body.tier, "execution_mode": body.execution_mode,
+        "hardware_class": (cards[0].resource_budget.hardware_class if sealed
+                           else SELF_ATTESTED_CLASS),
+        "metadata": body.metadata.model_dump(mode="json"),
+        "self_attested_predictions": predictions, "webhook_url": body.webhook_url,
+        "platform_received_at": now, "status": SubmissionStatus.queued.value,
+        "failure_reason": None, "updated_at": now,
+    }
 
 
 def _sees(caller: Caller, owner_id: str) -> bool:

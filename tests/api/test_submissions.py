@@ -201,13 +201,14 @@ def test_unknown_route_uses_error_shape(client: TestClient) -> None:
 
 def test_process_images_only_where_the_process_backend_may_run(
         client: TestClient, tokens: dict[str, str]) -> None:
-    from app.settings import Settings, get_settings
+    from app.deps import current_settings
+    from app.settings import Settings
 
     image = "process:python3 -u -m app.baselines.forward_server seasonal-naive"
     ok = client.post("/v1/submissions", json=body(image=image), headers=auth(tokens["alice"]))
     assert ok.status_code == 202, ok.text
     app = client.app
-    app.dependency_overrides[get_settings] = lambda: Settings(  # type: ignore[attr-defined]
+    app.dependency_overrides[current_settings] = lambda: Settings(  # type: ignore[attr-defined]
         environment="test", runner_backend="podman")
     refused = client.post("/v1/submissions", json=body(image=image),
                           headers=auth(tokens["alice"]))

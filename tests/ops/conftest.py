@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from app.clock import SystemClock
+from app.deps import current_settings
 from app.runs import service as runs
 from app.runs.models import Run, RunStatus
 from app.settings import Settings, get_settings
@@ -50,8 +51,8 @@ def override_settings(client: TestClient) -> Iterator[Any]:
 
     def apply(**values: Any) -> Settings:
         settings = get_settings().model_copy(update=values)
-        client.app.dependency_overrides[get_settings] = lambda: settings  # type: ignore[attr-defined]
+        client.app.dependency_overrides[current_settings] = lambda: settings  # type: ignore[attr-defined]
         return settings
 
     yield apply
-    client.app.dependency_overrides.pop(get_settings, None)  # type: ignore[attr-defined]
+    client.app.dependency_overrides.pop(current_settings, None)  # type: ignore[attr-defined]
