@@ -9,6 +9,7 @@ import subprocess
 import uuid
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,11 @@ class NullQueue:
         self.sent.append(run_id)
 
 
-@pytest.fixture()
-def api(committed: None, deps: pipeline.Deps, monkeypatch: pytest.MonkeyPatch
-        ) -> Iterator[tuple[TestClient, NullQueue]]:
+@contextmanager
+def api_for(deps: pipeline.Deps, monkeypatch: pytest.MonkeyPatch
+            ) -> Iterator[tuple[TestClient, NullQueue]]:
+    """The API and the in-process pipeline sharing ``deps`` (store, keys, catalog); runs are
+    recorded in the queue instead of sent, and tests call ``pipeline.execute_run``."""
     monkeypatch.setattr(pipeline, "get_deps", lambda: deps)
     queue = NullQueue()
     app = create_app()
@@ -105,6 +108,13 @@ def api(committed: None, deps: pipeline.Deps, monkeypatch: pytest.MonkeyPatch
     app.dependency_overrides[get_catalog] = lambda: deps.catalog
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client, queue
+
+
+@pytest.fixture()
+def api(committed: None, deps: pipeline.Deps, monkeypatch: pytest.MonkeyPatch
+        ) -> Iterator[tuple[TestClient, NullQueue]]:
+    with api_for(deps, monkeypatch) as pair:
+        yield pair
 
 
 def make_token(role: Role, name: str | None = None) -> str:

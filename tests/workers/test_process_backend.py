@@ -13,15 +13,13 @@ from fastapi.testclient import TestClient
 from app.auth.models import Role
 from app.catalog import load_catalog
 from app.clock import SystemClock
-from app.deps import get_catalog, get_keyring, get_run_queue, get_store
 from app.evidence.keys import load_keyring
 from app.evidence.report import peek_statement
 from app.evidence.verify import StoreArchive, verify_report
-from app.main import create_app
 from app.settings import Settings
 from app.storage import build_store
 from app.warnings import DevOnlyWarning
-from tests.workers.conftest import NullQueue, make_token
+from tests.workers.conftest import NullQueue, api_for, make_token
 from workers import pipeline
 from workers.runner.factory import backend_from_settings
 from workers.runner.slots import CpuSlots
@@ -40,14 +38,7 @@ def process_api(committed: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                              backend_from_settings(settings, process_cwd=ROOT),
                              build_store(settings), load_keyring(settings), load_catalog(),
                              CpuSlots.from_settings(settings))
-    monkeypatch.setattr(pipeline, "get_deps", lambda: deps)
-    queue = NullQueue()
-    app = create_app()
-    app.dependency_overrides[get_run_queue] = lambda: queue
-    app.dependency_overrides[get_store] = lambda: deps.store
-    app.dependency_overrides[get_keyring] = lambda: deps.keyring
-    app.dependency_overrides[get_catalog] = lambda: deps.catalog
-    with TestClient(app, raise_server_exceptions=False) as client:
+    with api_for(deps, monkeypatch) as (client, queue):
         yield client, queue, deps
 
 
