@@ -13,17 +13,28 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import anyio.to_thread
 import psycopg
 from psycopg_pool import AsyncConnectionPool
-from sqlalchemy import DateTime, Dialect, Engine, MetaData, Select, create_engine, event, make_url
+from sqlalchemy import (
+    DateTime,
+    Dialect,
+    Engine,
+    MetaData,
+    Select,
+    create_engine,
+    event,
+    make_url,
+)
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.expression import ClauseElement
 from sqlalchemy.types import TypeDecorator
 
 from app.settings import get_settings
@@ -137,6 +148,8 @@ def session_scope() -> Iterator[Session]:
 
 # --------------------------------------------------------------------------- reads on the loop
 
+# Opens a session as a context manager (closed, or for tests left open, at its end).
+SessionFactory = Callable[[], AbstractContextManager[Session]]
 Record = Mapping[str, Any]
 AnySelect = Select[*tuple[Any, ...]]
 
@@ -168,11 +181,47 @@ class Reader(Protocol):
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class PsycopgStatement:
+    """A SQLAlchemy statement compiled once for psycopg: its SQL, the values it binds itself
+    (literals), the bind processors of its parameters (``UTCDateTime``, JSON) and, for a
+    ``select``, its columns' keys and result processors, so that rows hold the same values as
+    through the ORM."""
+
     sql: str
-    defaults: dict[str, Any]  # values bound in the statement itself (literals)
+    defaults: dict[str, Any]
+    binds: tuple[tuple[str, Callable[[Any], Any]], ...]
     keys: tuple[str, ...]
     processors: tuple[Callable[[Any], Any] | None, ...]
+
+    @classmethod
+    def compile(cls, stmt: ClauseElement, dialect: Dialect) -> PsycopgStatement:
+        compiled = cast(SQLCompiler, stmt.compile(dialect=dialect))
+        # IN lists of constants are expanded at execution ("POSTCOMPILE"): expand them now,
+        # with placeholders for the parameters a caller gives.
+        expanded = compiled.construct_expanded_state(
+            {name: None for name, value in compiled.params.items() if value is None})
+        selected = getattr(stmt, "selected_columns", None)
+        columns = list(selected) if selected is not None else []
+        return cls(
+            sql=expanded.statement, defaults=dict(expanded.parameters),
+            binds=tuple((name, process) for name, bind in compiled.binds.items()
+                        if name in compiled.params
+                        and (process := bind.type.dialect_impl(dialect).bind_processor(dialect))
+                        is not None),
+            keys=tuple(selected.keys()) if selected is not None else (),
+            processors=tuple(c.type.dialect_impl(dialect).result_processor(dialect, None)
+                             for c in columns))
+
+    def params(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """``values`` as the statement binds them (processed as SQLAlchemy would). Every
+        parameter must be given: column defaults are not applied."""
+        out = {**self.defaults, **values}
+        missing = [k for k, v in out.items() if v is None and k not in values]
+        if missing:
+            raise KeyError(f"no value for {missing}")
+        for name, process in self.binds:
+            out[name] = process(out[name])
+        return out
 
     def record(self, row: tuple[Any, ...]) -> Record:
         return {key: value if proc is None else proc(value)
@@ -205,7 +254,7 @@ class PsycopgPoolReader:
     def __init__(self, pool: AsyncConnectionPool[Any], dialect: Dialect) -> None:
         self.pool = pool
         self.dialect = dialect
-        self._prepared: dict[AnySelect, _Prepared] = {}
+        self._prepared: dict[AnySelect, PsycopgStatement] = {}
         self._waiting: dict[KeyedLookup, _Waiters] = {}
         self._running: set[asyncio.Task[None]] = set()  # a reference until each is done
 
@@ -265,14 +314,8 @@ class PsycopgPoolReader:
             rows: list[tuple[Any, ...]] = await cursor.fetchall()
             return rows
 
-    def _prepare(self, stmt: AnySelect) -> _Prepared:
-        compiled = stmt.compile(dialect=self.dialect)
-        prepared = _Prepared(
-            sql=str(compiled), defaults=dict(compiled.params),
-            keys=tuple(stmt.selected_columns.keys()),
-            processors=tuple(c.type.dialect_impl(self.dialect).result_processor(self.dialect, None)
-                             for c in stmt.selected_columns))
-        self._prepared[stmt] = prepared
+    def _prepare(self, stmt: AnySelect) -> PsycopgStatement:
+        prepared = self._prepared[stmt] = PsycopgStatement.compile(stmt, self.dialect)
         return prepared
 
 
@@ -309,22 +352,28 @@ class SessionReader:
         return await self.first(lookup.one, {"key": key})
 
 
-def make_read_pool(url: str) -> tuple[AsyncConnectionPool[Any], Dialect]:
-    """A closed psycopg pool for ``url`` (a ``postgresql+psycopg`` URL), connecting the way
-    SQLAlchemy's dialect would, and that dialect."""
+def make_pg_pool(url: str, *, name: str, max_size: int
+                 ) -> tuple[AsyncConnectionPool[Any], Dialect]:
+    """A closed psycopg pool of autocommit connections for ``url`` (a ``postgresql+psycopg``
+    URL), connecting the way SQLAlchemy's dialect would, and that dialect. One per event loop
+    (uvicorn worker); PostgreSQL's max_connections is shared with the sync pools and the
+    Celery workers."""
     sa_url = make_url(url)
     dialect = sa_url.get_dialect()()
     _, kwargs = dialect.create_connect_args(sa_url)
-    # Per event loop (one per uvicorn worker). A read holds its connection for one round trip,
-    # so a few connections serve all of a worker's concurrent polls; more wait for one.
-    # PostgreSQL's max_connections is shared with the sync pools and the Celery workers.
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        kwargs={**kwargs, "autocommit": True}, min_size=1, max_size=8,
-        # How long a read waits for a connection, also while the database is unreachable
+        kwargs={**kwargs, "autocommit": True}, min_size=1, max_size=max_size,
+        # How long a request waits for a connection, also while the database is unreachable
         # (the pool keeps reconnecting): then it fails (500), as a sync read would at once.
         timeout=10,
-        open=False, name="future-ts-reads")
+        open=False, name=name)
     return pool, dialect
+
+
+def make_read_pool(url: str) -> tuple[AsyncConnectionPool[Any], Dialect]:
+    """The readers' pool. A read holds its connection for one round trip, so a few
+    connections serve all of a worker's concurrent polls; more wait for one."""
+    return make_pg_pool(url, name="future-ts-reads", max_size=8)
 
 
 @asynccontextmanager

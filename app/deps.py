@@ -28,6 +28,7 @@ from app.queue import BackgroundRunQueue, CeleryRunQueue, RunQueue, get_celery_c
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
 from app.settings import Settings, get_settings
 from app.storage.port import ArtifactStore
+from app.submissions.intake import Intake, default_session_intake, intake_lifespan
 
 
 async def get_session() -> AsyncIterator[Session]:
@@ -67,11 +68,12 @@ def _commit_or_rollback(session: Session, commit: bool) -> None:
 
 
 @asynccontextmanager
-async def lifespan(_: Any) -> AsyncIterator[dict[str, Reader]]:
-    """Per app (so per event loop): the ``Reader`` of its requests (``reader_of``), in the
-    lifespan state. Tests put their own there (``TestClient.app_state["reader"]``)."""
-    async with reader_lifespan() as reader:
-        yield {"reader": reader}
+async def lifespan(_: Any) -> AsyncIterator[dict[str, Any]]:
+    """Per app (so per event loop): the ``Reader`` of its requests (``reader_of``) and the
+    submission ``Intake`` (``intake_of``), in the lifespan state. Tests put their own there
+    (``TestClient.app_state``)."""
+    async with reader_lifespan() as reader, intake_lifespan() as intake:
+        yield {"reader": reader, "intake": intake}
 
 
 @lru_cache(maxsize=1)
@@ -89,6 +91,18 @@ def reader_of(request: Request) -> Reader:
     """
     reader: Reader | None = getattr(request.state, "reader", None)
     return reader if reader is not None else _threaded_reader()
+
+
+def intake_of(request: Request) -> Intake:
+    """The intake made by ``lifespan`` (``reader_of``'s rule); without one, a session in a
+    worker thread."""
+    intake: Intake | None = getattr(request.state, "intake", None)
+    return intake if intake is not None else _session_intake()
+
+
+@lru_cache(maxsize=1)
+def _session_intake() -> Intake:
+    return default_session_intake()
 
 
 @lru_cache(maxsize=1)

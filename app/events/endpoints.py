@@ -7,7 +7,7 @@ from sse_starlette import EventSourceResponse
 
 from app.auth.errors import TokenInvalid, TokenMissing
 from app.auth.models import Role
-from app.db import get_sessionmaker
+from app.db import SessionFactory, get_sessionmaker
 from app.deps import CallerDep, SessionDep, SettingsDep
 from app.errors import error_responses
 from app.events import service
@@ -17,12 +17,12 @@ from app.submissions.errors import SubmissionNotFound
 router = APIRouter(prefix="/v1/submissions", tags=["submissions"])
 
 
-def get_session_factory() -> service.SessionFactory:
+def get_session_factory() -> SessionFactory:
     """Short sessions for the stream's polls (one per poll, never held between them)."""
     return get_sessionmaker()
 
 
-SessionFactoryDep = Annotated[service.SessionFactory, Depends(get_session_factory)]
+SessionFactoryDep = Annotated[SessionFactory, Depends(get_session_factory)]
 
 
 @router.get(

@@ -2,8 +2,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractContextManager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -13,10 +12,10 @@ import anyio.to_thread
 from sqlalchemy.orm import Session
 
 from app.clock import isoformat
+from app.db import SessionFactory
 from app.events.repository import EventRepository
 from app.submissions.models import TERMINAL_SUBMISSION, SubmissionStatus
 
-SessionFactory = Callable[[], AbstractContextManager[Session]]
 PAGE = 200
 
 

@@ -34,8 +34,8 @@ _IN_FLIGHT_COUNT = (
     .scalar_subquery()
 )
 # Both quotas in one round trip (every author's POST asks), built once.
-_USAGE = select(_COUNTED.c.used, _COUNTED.c.oldest, _IN_FLIGHT_COUNT.label("in_flight"))
-_LOCK = select(Principal.id).where(Principal.id == bindparam("id")).with_for_update()
+USAGE = select(_COUNTED.c.used, _COUNTED.c.oldest, _IN_FLIGHT_COUNT.label("in_flight"))
+LOCK_PRINCIPAL = select(Principal.id).where(Principal.id == bindparam("id")).with_for_update()
 
 
 class QuotaRepository:
@@ -48,12 +48,12 @@ class QuotaRepository:
         last unit of quota."""
         # Both statements here return plain values: run on the session's connection, they skip
         # the ORM's execute path (py-spy: 8% of the API's CPU per POST went to it).
-        self.session.connection().execute(_LOCK, {"id": principal_id})
+        self.session.connection().execute(LOCK_PRINCIPAL, {"id": principal_id})
 
     def usage(self, owner_id: str, since: datetime) -> tuple[int, datetime | None, int]:
         """How many of the owner's submissions received after ``since`` count, the oldest of
         them, and how many of the owner's own runs are not yet terminal (staff reruns never
         count against the author)."""
         used, oldest, in_flight = self.session.connection().execute(
-            _USAGE, {"owner_id": owner_id, "since": since}).one()
+            USAGE, {"owner_id": owner_id, "since": since}).one()
         return int(used or 0), oldest, int(in_flight or 0)

@@ -73,7 +73,14 @@ class QuotaStatus:
 def status(session: Session, clock: Clock, policy: QuotaPolicy, caller: Caller) -> QuotaStatus:
     """The caller's quota now. Staff are exempt (their usage is still reported)."""
     now = clock.now()
-    used, oldest, in_flight = QuotaRepository(session).usage(caller.id, now - WINDOW)
+    return counted(policy, caller, now, QuotaRepository(session).usage(caller.id, now - WINDOW))
+
+
+def counted(policy: QuotaPolicy, caller: Caller, now: datetime,
+            usage: tuple[int, datetime | None, int]) -> QuotaStatus:
+    """The quota from ``usage`` (``QuotaRepository.usage`` since ``now - WINDOW``: submissions
+    counted, the oldest of them, runs in flight)."""
+    used, oldest, in_flight = usage
     return QuotaStatus(
         exempt=caller.role is Role.staff, now=now,
         submissions_limit=policy.submissions_per_day, submissions_used=used,
@@ -95,7 +102,11 @@ def enforce(session: Session, clock: Clock, policy: QuotaPolicy, caller: Caller
     if caller.role is Role.staff:
         return None
     QuotaRepository(session).lock_principal(caller.id)
-    current = status(session, clock, policy, caller)
+    return admit(status(session, clock, policy, caller))
+
+
+def admit(current: QuotaStatus) -> QuotaStatus:
+    """``current`` if one more submission fits; else raise ``QuotaExceeded`` (429)."""
     exceeded = current.exceeded()
     if not exceeded:
         return current

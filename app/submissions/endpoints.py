@@ -1,19 +1,12 @@
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime
 from typing import Annotated
-from weakref import WeakKeyDictionary
 
-import anyio.to_thread
 from fastapi import APIRouter, Header, Query, Request, Response, status
-from sqlalchemy.orm import Session
 
 from app.auth.errors import RoleNotAllowed, TokenInvalid, TokenMissing
 from app.auth.models import Role
-from app.auth.service import Caller
-from app.catalog import Catalog
-from app.clock import Clock
 from app.deps import (
     AuthorDep,
     CallerDep,
@@ -24,16 +17,15 @@ from app.deps import (
     SessionDep,
     SettingsDep,
     caller_of,
+    intake_of,
     lifespan,
     reader_of,
 )
 from app.errors import error_responses
-from app.queue import RunQueue
 from app.quotas import service as quotas
 from app.quotas.errors import QuotaExceeded
 from app.registry.reference import InvalidImageReference
-from app.registry.resolver import ImageResolver, ImageUnresolvable, RegistryUnavailable
-from app.settings import Settings
+from app.registry.resolver import ImageUnresolvable, RegistryUnavailable
 from app.submissions import service
 from app.submissions.errors import (
     ArtifactUriRejected,
@@ -68,7 +60,7 @@ AUTH_ERRORS = (TokenMissing, TokenInvalid)
                               QuotaExceeded),
 )
 async def create_submission(
-    body: SubmissionCreate, session: SessionDep, caller: AuthorDep, clock: ClockDep,
+    body: SubmissionCreate, request: Request, caller: AuthorDep, clock: ClockDep,
     resolver: ResolverDep, catalog: CatalogDep, queue: RunQueueDep, settings: SettingsDep,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Response:
@@ -78,49 +70,18 @@ async def create_submission(
     for submissions in a rolling 24 hours and ``X-Quota-In-Flight-Limit``/``-Remaining`` come
     with every answer; over a quota the answer is 429 ``QuotaExceeded`` with ``Retry-After``.
     """
-    # In a few threads, first come first served: with a thread per request (AnyIO's 40), the
-    # submissions in flight shared the GIL round-robin and the slowest waited far longer than
-    # the rest (bench/intake.py, 32 clients: p99 about twice the median; with 4 threads, 1.4
-    # to 1.8 times; 2 threads were no better, 8 worse).
-    return await anyio.to_thread.run_sync(
-        _accept, body, session, caller, clock, resolver, catalog, queue, settings,
-        idempotency_key, limiter=_intake_threads())
-
-
-_INTAKE_THREADS = 4
-_LIMITERS: WeakKeyDictionary[asyncio.AbstractEventLoop, anyio.CapacityLimiter] = (
-    WeakKeyDictionary())
-
-
-def _intake_threads() -> anyio.CapacityLimiter:
-    """The limiter of the running event loop (one per uvicorn worker; tests run several)."""
-    loop = asyncio.get_running_loop()
-    limiter = _LIMITERS.get(loop)
-    if limiter is None:
-        limiter = _LIMITERS[loop] = anyio.CapacityLimiter(_INTAKE_THREADS)
-    return limiter
-
-
-def _accept(
-    body: SubmissionCreate, session: Session, caller: Caller, clock: Clock,
-    resolver: ImageResolver, catalog: Catalog, queue: RunQueue, settings: Settings,
-    idempotency_key: str | None,
-) -> Response:
-    policy = quotas.QuotaPolicy.from_settings(settings)
-    ctx = service.IntakeContext(clock=clock, resolver=resolver, catalog=catalog, queue=queue,
-                                artifact_allowed_hosts=settings.artifact_allowed_hosts,
-                                quota=policy,
-                                webhook_insecure_hosts=settings.webhook_insecure_hosts,
-                                allow_process_images=settings.environment != "production"
-                                and settings.runner_backend in ("auto", "process"))
-    intake = service.create_submission(session, ctx, caller, body, idempotency_key)
+    ctx = service.IntakeContext(
+        clock=clock, resolver=resolver, catalog=catalog, queue=queue,
+        artifact_allowed_hosts=settings.artifact_allowed_hosts,
+        quota=quotas.QuotaPolicy.from_settings(settings),
+        webhook_insecure_hosts=settings.webhook_insecure_hosts,
+        allow_process_images=settings.environment != "production"
+        and settings.runner_backend in ("auto", "process"))
+    intake = await intake_of(request).accept(ctx, caller, body, idempotency_key)
     sub = intake.view
     headers = {"Location": f"/v1/submissions/{sub.id}"}
-    quota = intake.quota
-    if quota is None and not caller.is_staff:  # a replay: counted as it is now
-        quota = quotas.status(session, clock, policy, caller)
-    if quota is not None:
-        headers.update(quotas.headers(quota))
+    if intake.quota is not None:
+        headers.update(quotas.headers(intake.quota))
     # Serialized here, like the status GET: FastAPI would validate the model it was given
     # against ``response_model`` once more before encoding it. ``response_model`` still
     # documents the answer.

@@ -141,6 +141,27 @@ def _combined_insert(shape: tuple[tuple[Table, tuple[str, ...]], ...]) -> Insert
     return last.add_cte(*(stmt.cte(f"new_{i}") for i, stmt in enumerate(first)))
 
 
+def combined_insert(rows: Sequence[tuple[Table, Mapping[str, Any]]]
+                    ) -> tuple[Insert, dict[str, Any]]:
+    """One ``INSERT`` statement (PostgreSQL) of ``rows`` (table, column values), in their order,
+    and its parameters."""
+    stmt = _combined_insert(tuple((t, tuple(r)) for t, r in rows))
+    return stmt, {f"{table.name}_{key}": value for table, values in rows
+                  for key, value in values.items()}
+
+
+def intake_rows(submission: Mapping[str, Any], run: Mapping[str, Any],
+                event: Mapping[str, Any], audit: Mapping[str, Any]
+                ) -> list[tuple[Table, Mapping[str, Any]]]:
+    """A new submission's rows by table, in insert order."""
+    return [(_SUBMISSIONS, submission), (_RUNS, run), (_RUN_EVENTS, event),
+            (_AUDIT_EVENTS, audit)]
+
+
+# A keyed submission's id and request fingerprint.
+BY_IDEMPOTENCY_KEY = select(Submission.id, Submission.request_sha256).where(
+    Submission.owner_id == bindparam("owner_id"),
+    Submission.idempotency_key == bindparam("idempotency_key"))
 _LATEST_RUN = select(Run, _HAS_REPORT).where(Run.id == bindparam("run_id"))
 
 
@@ -195,10 +216,7 @@ class SubmissionRepository:
             for table, values in rows:
                 connection.execute(insert(table), values)
             return
-        stmt = _combined_insert(tuple((t, tuple(r)) for t, r in rows))
-        params = {f"{table.name}_{key}": value for table, values in rows
-                  for key, value in values.items()}
-        connection.execute(stmt, params)
+        connection.execute(*combined_insert(rows))
 
     def page(
         self, *, owner_id: str | None, status: str | None, task: str | None,

@@ -72,15 +72,12 @@ class IntakeContext:
     allow_process_images: bool = False
 
 
-def request_fingerprint(body: SubmissionCreate) -> str:
-    return _fingerprint(body.model_dump(mode="json"))
-
-
-def _fingerprint(raw: dict[str, Any]) -> str:
+def body_sha256(raw: dict[str, Any]) -> str:
+    """The request body's fingerprint, stored with an Idempotency-Key (canonical JSON)."""
     return hashlib.sha256(rfc8785.dumps(raw)).hexdigest()
 
 
-def _validate(raw: dict[str, Any], catalog: Catalog, received_at: datetime) -> list[TaskCard]:
+def validate_body(raw: dict[str, Any], catalog: Catalog, received_at: datetime) -> list[TaskCard]:
     """The catalog's rules (``app.validation``) plus the one intake adds: one hardware class
     per submission, since one run is provisioned on one class. ``raw``: the body as JSON."""
     sub = SubmissionInput.from_mapping(raw)
@@ -114,82 +111,95 @@ class Intake:
 
     view: SubmissionView  # the submission and its latest run, as the answer shows them
     created: bool  # False: an idempotent replay of an earlier submission
-    # The caller's quota counting this submission (None: not counted here: staff, a replay,
+    # The caller's quota: counting this submission, or as it is now for a replay (None: staff,
     # or no policy).
     quota: quotas.QuotaStatus | None
+
+
+@dataclass(frozen=True)
+class NewSubmission:
+    """A new submission as the rows it is stored as (column values), in insert order."""
+
+    submission: dict[str, Any]
+    run: RunBrief
+    run_row: dict[str, Any]
+    event_row: dict[str, Any]
+    audit_row: dict[str, Any]
+
+    @property
+    def view(self) -> SubmissionView:
+        return SubmissionView.of_row(self.submission, self.run)
 
 
 def create_submission(
     session: Session, ctx: IntakeContext, caller: Caller, body: SubmissionCreate,
     idempotency_key: str | None,
 ) -> Intake:
+    """Intake through a SQLAlchemy session (any database; ``app.submissions.intake`` has the
+    same steps on PostgreSQL without it). The caller commits."""
     raw = body.model_dump(mode="json")
-    fingerprint = _fingerprint(raw)
+    fingerprint = body_sha256(raw)
     repo = SubmissionRepository(session)
     if idempotency_key:
         existing = repo.by_idempotency_key(caller.id, idempotency_key)
         if existing is not None:
-            return _replayed(repo, existing, fingerprint)
+            return _replayed(session, ctx, caller, repo, existing, fingerprint)
     quota = None
     if ctx.quota is not None:
         # Before anything costly (the registry call); a replay above never counts twice.
         quota = quotas.enforce(session, ctx.clock, ctx.quota, caller)
-    cards = _validate(raw, ctx.catalog, ctx.clock.now())
+    cards = validate_body(raw, ctx.catalog, ctx.clock.now())
+    new = new_submission(ctx, caller, body, cards, check_and_resolve(ctx, body), fingerprint,
+                         idempotency_key)
+    if idempotency_key:
+        try:
+            # Only a keyed submission can collide (on owner and key): insert it alone, in a
+            # savepoint, so that losing the race rolls back nothing else.
+            with session.begin_nested():
+                repo.insert(new.submission)
+        except IntegrityError:
+            # A concurrent request with the same Idempotency-Key won the insert.
+            if other := repo.by_idempotency_key(caller.id, idempotency_key):
+                return _replayed(session, ctx, caller, repo, other, fingerprint)
+            raise
+    repo.insert_with_run(None if idempotency_key else new.submission, new.run_row,
+                         new.event_row, new.audit_row)
+    enqueue_run_after_commit(session, ctx.queue, new.run.id, new.submission["hardware_class"])
+    return Intake(new.view, True, admitted(quota, new))
+
+
+def admitted(quota: quotas.QuotaStatus | None, new: NewSubmission
+             ) -> quotas.QuotaStatus | None:
+    """The quota ``enforce``/``admit`` counted, with ``new`` in it."""
+    return None if quota is None else quotas.with_one_more(
+        quota, new.submission["platform_received_at"])
+
+
+def check_and_resolve(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage | None:
+    """The checks that may wait on the network (DNS for the artifact and webhook hosts, the
+    registry for the tag): run them off the event loop."""
     if body.artifact_uri:
         check_artifact_uri(body.artifact_uri, ctx.artifact_allowed_hosts,
                            resolve=ctx.resolve_artifact_dns)
     if body.webhook_url:
         check_webhook_url(body.webhook_url, ctx.webhook_insecure_hosts,
                           resolve=ctx.resolve_artifact_dns)
-    resolved = _resolve(ctx, body)
-    row = _new_submission(ctx, caller, body, cards, resolved, fingerprint, idempotency_key)
-    run = RunBrief(new_id("run"), RunKind.initial.value, RunStatus.queued.value, None,
-                   ctx.clock.now())
-    # Inserted already pointing at its run, in the run's state (no UPDATE after the run).
-    row.update(latest_run_id=run.id, status=SubmissionStatus.queued.value,
-               updated_at=run.created_at)
-    if idempotency_key:
-        try:
-            # Only a keyed submission can collide (on owner and key): insert it alone, in a
-            # savepoint, so that losing the race rolls back nothing else.
-            with session.begin_nested():
-                repo.insert(row)
-        except IntegrityError:
-            # A concurrent request with the same Idempotency-Key won the insert.
-            if other := repo.by_idempotency_key(caller.id, idempotency_key):
-                return _replayed(repo, other, fingerprint)
-            raise
-    _insert_run(repo, ctx, caller, None if idempotency_key else row, row, run)
-    enqueue_run_after_commit(session, ctx.queue, run.id, row["hardware_class"])
-    if quota is not None:
-        quota = quotas.with_one_more(quota, row["platform_received_at"])
-    return Intake(SubmissionView.of_row(row, run), True, quota)
+    return _resolve(ctx, body)
 
 
-def _insert_run(repo: SubmissionRepository, ctx: IntakeContext, caller: Caller,
-                new: dict[str, Any] | None, row: dict[str, Any], run: RunBrief) -> None:
-    """Insert the submission ``row`` (unless ``new`` is None: inserted already), its queued
-    first run, the run's first event and the audit row (after the run: the trail is in
-    platform-clock order)."""
-    run_row, event_row = runs.queued_run_rows(
-        run_id=run.id, submission_id=row["id"], owner_id=caller.id,
-        hardware_class=row["hardware_class"], image_digest_ref=row["image_digest_ref"],
-        kind=RunKind.initial, actor=caller.name, at=run.created_at)
-    audit_row = audit.row(ctx.clock, actor=caller.name, action="submission.create",
-                          target_type="submission", target_id=row["id"],
-                          detail={"run_id": run.id, "image_digest": row["image_digest"]})
-    repo.insert_with_run(new, run_row, event_row, audit_row)
+def _replayed(session: Session, ctx: IntakeContext, caller: Caller, repo: SubmissionRepository,
+              existing: Submission, fingerprint: str) -> Intake:
+    check_replay(existing.request_sha256, fingerprint)
+    quota = None
+    if ctx.quota is not None and not caller.is_staff:  # not counted again: shown as it is now
+        quota = quotas.status(session, ctx.clock, ctx.quota, caller)
+    return Intake(SubmissionView.of(existing, repo.latest_run(existing)), False, quota)
 
 
-def _replayed(repo: SubmissionRepository, existing: Submission, fingerprint: str) -> Intake:
-    sub = _replay(existing, fingerprint)
-    return Intake(SubmissionView.of(sub, repo.latest_run(sub)), False, None)
-
-
-def _replay(existing: Submission, fingerprint: str) -> Submission:
-    if existing.request_sha256 != fingerprint:
+def check_replay(stored_sha256: str, fingerprint: str) -> None:
+    """Refuse (409) a request that does not repeat the one stored under its Idempotency-Key."""
+    if stored_sha256 != fingerprint:
         raise IdempotencyKeyReused("this Idempotency-Key was used with a different body")
-    return existing
 
 
 def _resolve(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage | None:
@@ -214,18 +224,22 @@ def _process_image(ctx: IntakeContext, body: SubmissionCreate) -> ResolvedImage:
     return ResolvedImage(ref, digest, PROCESS_MEDIA_TYPE, pinned_override=f"{body.image}@{digest}")
 
 
-def _new_submission(
+def new_submission(
     ctx: IntakeContext, caller: Caller, body: SubmissionCreate, cards: list[TaskCard],
     resolved: ResolvedImage | None, fingerprint: str, idempotency_key: str | None,
-) -> dict[str, Any]:
-    """The new submission's row, by column name (inserted with Core: no ORM object)."""
+) -> NewSubmission:
+    """The new submission's rows: the submission already pointing at its queued first run (no
+    UPDATE after the run), the run, its first event and the audit row (after the run: the
+    trail is in platform-clock order). Inserted with Core: no ORM objects."""
     now = ctx.clock.now()  # the platform clock; nothing the client sent about time is used
     sealed = body.execution_mode == "sealed"
     predictions: dict[str, Any] | None = None
     if body.predictions is not None:
         predictions = {k: [w.model_dump(mode="json") for w in v]
                        for k, v in body.predictions.items()}
-    return {
+    run = RunBrief(new_id("run"), RunKind.initial.value, RunStatus.queued.value, None,
+                   ctx.clock.now())
+    row: dict[str, Any] = {
         "id": new_id("sub"), "owner_id": caller.id, "idempotency_key": idempotency_key,
         "request_sha256": fingerprint, "image_ref": body.image,
         "image_digest_ref": resolved.pinned if resolved else None,
@@ -238,8 +252,16 @@ def _new_submission(
         "metadata": body.metadata.model_dump(mode="json"),
         "self_attested_predictions": predictions, "webhook_url": body.webhook_url,
         "platform_received_at": now, "status": SubmissionStatus.queued.value,
-        "failure_reason": None, "updated_at": now,
+        "failure_reason": None, "latest_run_id": run.id, "updated_at": run.created_at,
     }
+    run_row, event_row = runs.queued_run_rows(
+        run_id=run.id, submission_id=row["id"], owner_id=caller.id,
+        hardware_class=row["hardware_class"], image_digest_ref=row["image_digest_ref"],
+        kind=RunKind.initial, actor=caller.name, at=run.created_at)
+    audit_row = audit.row(ctx.clock, actor=caller.name, action="submission.create",
+                          target_type="submission", target_id=row["id"],
+                          detail={"run_id": run.id, "image_digest": row["image_digest"]})
+    return NewSubmission(row, run, run_row, event_row, audit_row)
 
 
 def _sees(caller: Caller, owner_id: str) -> bool:

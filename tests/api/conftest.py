@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,9 +12,10 @@ from sqlalchemy.orm import Session
 from app.auth.models import Role
 from app.auth.service import create_token
 from app.clock import SystemClock
-from app.db import SessionReader
+from app.db import SessionFactory, SessionReader
 from app.deps import get_resolver, get_run_queue, get_session
 from app.main import create_app
+from app.submissions.intake import SessionIntake
 from app.registry.reference import ImageReference
 from app.registry.resolver import ResolvedImage
 
@@ -68,7 +70,16 @@ def client(db_session: Session, queue: RecordingQueue, resolver: StubResolver
         # The event loop's reads (tokens, status) go through the same rolled-back transaction:
         # the reader is the lifespan's (app.deps.reader_of), and each request copies this state.
         c.app_state["reader"] = SessionReader(db_session)
+        c.app_state["intake"] = SessionIntake(_shared(db_session))
         yield c
+
+
+def _shared(db: Session) -> SessionFactory:
+    @contextmanager
+    def shared() -> Iterator[Session]:
+        yield db  # the test's rolled-back transaction; not closed per request
+
+    return shared
 
 
 @pytest.fixture()

@@ -11,13 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
+from app.db import SessionFactory
 from app.events import service
 from app.events.endpoints import get_session_factory
 from app.runs.models import RunStatus
 from tests.ops.conftest import auth, finish, submit
 
 
-def _factory(db: Session) -> service.SessionFactory:
+def _factory(db: Session) -> SessionFactory:
     @contextmanager
     def shared() -> Iterator[Session]:
         yield db  # the test's rolled-back transaction; not closed per poll
