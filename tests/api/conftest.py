@@ -15,9 +15,9 @@ from app.clock import SystemClock
 from app.db import SessionFactory, SessionReader
 from app.deps import get_resolver, get_run_queue, get_session
 from app.main import create_app
-from app.submissions.intake import SessionIntake
 from app.registry.reference import ImageReference
 from app.registry.resolver import ResolvedImage
+from app.submissions.intake import SessionIntake
 
 DIGEST = "sha256:" + "ab" * 32
 

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import redis
 
-from app.queue import BackgroundRunQueue, CeleryRunQueue, make_celery
+from app.queue import (
+    BackgroundRunQueue,
+    CeleryRunQueue,
+    RedisRunQueue,
+    make_celery,
+    make_run_queue,
+)
 from app.settings import get_settings
 from tests.api.conftest import RecordingQueue
 from tests.conftest import need_service
@@ -101,3 +107,49 @@ def test_celery_batch_sends_the_same_messages_as_single_sends() -> None:
         assert message["headers"]["task"] == single["headers"]["task"] == "runs.execute"
         assert message["headers"].keys() == single["headers"].keys()
         assert message["properties"]["delivery_info"] == single["properties"]["delivery_info"]
+
+
+def test_runs_handed_over_within_the_linger_go_as_one_batch() -> None:
+    inner = BatchRecordingQueue()
+    background = BackgroundRunQueue(inner, linger_s=5.0)
+    for i in range(3):
+        background.send_run(f"run_{i}", "cpu-1c-1g")
+    assert background.join()  # a join ends the wait at once
+    assert inner.batches == [3]
+    assert inner.sent == [(f"run_{i}", "cpu-1c-1g") for i in range(3)]
+
+
+def test_redis_sender_puts_what_celery_puts() -> None:
+    """``RedisRunQueue`` (the API's sender) against Celery's own ``send_task``, on the real
+    Redis: the same message but for the ids Celery draws per message."""
+    need_service("Redis", "127.0.0.1", 6379)
+    url = "redis://127.0.0.1:6379/9"
+    client = redis.Redis.from_url(url)
+    key = "runs.cpu-1c-1g"
+    client.delete(key)
+    celery = make_celery(get_settings().model_copy(update={"broker_url": url}))
+    lean = make_run_queue(celery)
+    assert isinstance(lean, RedisRunQueue)
+    try:
+        CeleryRunQueue(celery).send_run("run_x", "cpu-1c-1g")
+        lean.send_runs([("run_x", "cpu-1c-1g"), ("run_y", "cpu-1c-1g")])
+        reference, ours, second = _messages(client, key)
+    finally:
+        client.delete(key)
+    drawn = {"id", "root_id", "origin", "correlation_id", "reply_to", "delivery_tag"}
+
+    def shape(message: dict[str, Any]) -> dict[str, Any]:
+        return {
+            **{k: v for k, v in message.items() if k not in ("headers", "properties", "body")},
+            "headers": {k: v for k, v in message["headers"].items()
+                        if k not in drawn},
+            "properties": {k: v for k, v in message["properties"].items() if k not in drawn},
+            "body": json.loads(base64.b64decode(message["body"])),
+        }
+
+    assert shape(ours) == shape(reference)
+    assert ours["headers"].keys() == reference["headers"].keys()
+    assert ours["properties"].keys() == reference["properties"].keys()
+    assert ours["headers"]["id"] == ours["headers"]["root_id"] == ours["properties"][
+        "correlation_id"] != second["headers"]["id"]
+    assert json.loads(base64.b64decode(second["body"]))[0] == ["run_y"]

@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from app.auth.models import Role
 from app.db import session_scope
-from app.queue import CeleryRunQueue, make_celery
+from app.queue import make_celery, make_run_queue
 from app.runs.models import TERMINAL_RUN, Report, Run, RunEvent, RunStatus
 from app.settings import Settings
 from tests.workers.conftest import NullQueue, leftover_containers, make_token, submission_body
@@ -121,7 +121,7 @@ def test_duplicate_delivery_starts_one_run(api: tuple[TestClient, NullQueue],
                                            deps: pipeline.Deps, broker: str) -> None:
     client, queue = api
     [run_id] = _submit_many(client, make_token(Role.author), 1, queue)
-    sender = CeleryRunQueue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
+    sender = make_run_queue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
     sender.send_run(run_id, "cpu-1c-1g")
     sender.send_run(run_id, "cpu-1c-1g")  # the same message delivered twice
     assert redis.Redis.from_url(broker).llen("runs.cpu-1c-1g") == 2
@@ -138,7 +138,7 @@ def test_fair_scheduling_across_authors(api: tuple[TestClient, NullQueue],
     client, queue = api
     heavy, light = make_token(Role.author), make_token(Role.author)
     heavy_runs = _submit_many(client, heavy, 8, queue)
-    sender = CeleryRunQueue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
+    sender = make_run_queue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
     for run_id in heavy_runs:
         sender.send_run(run_id, "cpu-1c-1g")
     with worker(_env(deps.settings, broker), concurrency=2):
@@ -163,7 +163,7 @@ def test_sigkilled_worker_run_completes_exactly_once(api: tuple[TestClient, Null
                                                      deps: pipeline.Deps, broker: str) -> None:
     client, queue = api
     [run_id] = _submit_many(client, make_token(Role.author), 1, queue)
-    sender = CeleryRunQueue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
+    sender = make_run_queue(make_celery(deps.settings.model_copy(update={"broker_url": broker})))
     sender.send_run(run_id, "cpu-1c-1g")
     env = _env(deps.settings, broker, FUTURE_TS_REAPER_HEARTBEAT_TIMEOUT_S="3")
     with worker(env) as proc:
@@ -197,7 +197,7 @@ def test_redis_restart_loses_no_submission(api: tuple[TestClient, NullQueue],
     try:
         wait_until(lambda: _pings(broker), 10, "redis to start")
         run_ids = _submit_many(client, make_token(Role.author), 3, queue)
-        sender = CeleryRunQueue(make_celery(deps.settings.model_copy(
+        sender = make_run_queue(make_celery(deps.settings.model_copy(
             update={"broker_url": broker})))
         for run_id in run_ids:
             sender.send_run(run_id, "cpu-1c-1g")
