@@ -326,7 +326,8 @@ def start_own_registry(workdir: Path) -> subprocess.Popen[bytes]:
     with (workdir / "registry.log").open("wb") as out:
         proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "GOGC": "400"})  # as .ci/services.sh
+                                # as .ci/services.sh runs it
+                                env={**os.environ, "GOGC": "400", "GOMAXPROCS": "1"})
     for _ in range(100):
         if registry_answers():
             return proc
