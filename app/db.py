@@ -352,28 +352,22 @@ class SessionReader:
         return await self.first(lookup.one, {"key": key})
 
 
-def make_pg_pool(url: str, *, name: str, max_size: int
-                 ) -> tuple[AsyncConnectionPool[Any], Dialect]:
-    """A closed psycopg pool of autocommit connections for ``url`` (a ``postgresql+psycopg``
-    URL), connecting the way SQLAlchemy's dialect would, and that dialect. One per event loop
-    (uvicorn worker); PostgreSQL's max_connections is shared with the sync pools and the
-    Celery workers."""
+def make_read_pool(url: str) -> tuple[AsyncConnectionPool[Any], Dialect]:
+    """A closed psycopg pool for ``url`` (a ``postgresql+psycopg`` URL), connecting the way
+    SQLAlchemy's dialect would, and that dialect."""
     sa_url = make_url(url)
     dialect = sa_url.get_dialect()()
     _, kwargs = dialect.create_connect_args(sa_url)
+    # Per event loop (one per uvicorn worker). A read holds its connection for one round trip,
+    # so a few connections serve all of a worker's concurrent polls; more wait for one.
+    # PostgreSQL's max_connections is shared with the sync pools and the Celery workers.
     pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-        kwargs={**kwargs, "autocommit": True}, min_size=1, max_size=max_size,
-        # How long a request waits for a connection, also while the database is unreachable
+        kwargs={**kwargs, "autocommit": True}, min_size=1, max_size=8,
+        # How long a read waits for a connection, also while the database is unreachable
         # (the pool keeps reconnecting): then it fails (500), as a sync read would at once.
         timeout=10,
-        open=False, name=name)
+        open=False, name="future-ts-reads")
     return pool, dialect
-
-
-def make_read_pool(url: str) -> tuple[AsyncConnectionPool[Any], Dialect]:
-    """The readers' pool. A read holds its connection for one round trip, so a few
-    connections serve all of a worker's concurrent polls; more wait for one."""
-    return make_pg_pool(url, name="future-ts-reads", max_size=8)
 
 
 @asynccontextmanager

@@ -1,19 +1,20 @@
 """The submission POST's transaction, in two forms with the same steps (``app.submissions.service``
 holds the rules both apply).
 
-``PostgresIntake`` (PostgreSQL, the production path) runs on the event loop with psycopg 3's
-asyncio mode and pipeline mode, without SQLAlchemy's session: ``BEGIN``, the Idempotency-Key
-lookup, the author's row lock and the quota count go to the server in one round trip; the
-insert of the submission, its run, the run's first event and the audit row (one statement) and
-``COMMIT`` in a second. Measured with ``bench/intake.py``, the same work through a ``Session``
-in a worker thread was six round trips (pool ping, ``BEGIN``, lock, count, insert, ``COMMIT``)
-and about twice the API's CPU per submission.
+``PostgresIntake`` (PostgreSQL, the production path) uses psycopg 3 directly, in pipeline mode,
+without SQLAlchemy's session: ``BEGIN``, the Idempotency-Key lookup, the author's row lock and
+the quota count go to the server in one round trip; the insert of the submission, its run, the
+run's first event and the audit row (one statement) and ``COMMIT`` in a second. Through a
+``Session`` the same work was six round trips (pool ping, ``BEGIN``, lock, count, insert,
+``COMMIT``) and, with the SQLAlchemy layers, about a third more of the API's CPU per submission
+(bench/intake.py).
 
-``SessionIntake`` runs ``service.create_submission`` on a SQLAlchemy session in a worker thread
-(SQLite in development; the tests pass their rolled-back session).
+``SessionIntake`` runs ``service.create_submission`` on a SQLAlchemy session (SQLite in
+development; the tests pass their rolled-back session).
 
-In both, the run is handed to the queue only after the commit, and a 202 is answered only after
-it: an accepted submission is durable.
+Both run in a worker thread, the registry call included. In both, the run is handed to the
+queue only after the commit, and a 202 is answered only after it: an accepted submission is
+durable.
 """
 
 from __future__ import annotations
