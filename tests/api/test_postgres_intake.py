@@ -7,16 +7,16 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import func, select
+from sqlalchemy import delete, func, select, update
 
 from app.audit.models import AuditEvent
-from app.auth.models import Role
+from app.auth.models import ApiToken, Principal, Role
 from app.auth.service import Caller, create_token
 from app.clock import SystemClock
 from app.db import session_scope
@@ -37,16 +37,37 @@ class Author:
     token: str
 
 
-def _author(role: Role = Role.author) -> Author:
+@pytest.fixture()
+def make_author(database_url: str) -> Iterator[Callable[..., Author]]:
+    """New principals with a token, committed; removed afterwards with everything they made
+    (other tests list all submissions)."""
+    made: list[Author] = []
+
+    def make(role: Role = Role.author) -> Author:
+        with session_scope() as session:
+            caller, token = create_token(session, SystemClock(),
+                                         name=f"pg-intake-{uuid.uuid4().hex[:8]}", role=role)
+        made.append(Author(caller, token))
+        return made[-1]
+
+    yield make
+    ids = [a.caller.id for a in made]
     with session_scope() as session:
-        caller, token = create_token(session, SystemClock(),
-                                     name=f"pg-intake-{uuid.uuid4().hex[:8]}", role=role)
-    return Author(caller, token)
+        subs = select(Submission.id).where(Submission.owner_id.in_(ids))
+        runs = select(Run.id).where(Run.owner_id.in_(ids))
+        session.execute(delete(AuditEvent).where(AuditEvent.target_id.in_(subs)))
+        session.execute(delete(RunEvent).where(RunEvent.run_id.in_(runs)))
+        session.execute(update(Submission).where(Submission.owner_id.in_(ids))
+                        .values(latest_run_id=None))
+        session.execute(delete(Run).where(Run.owner_id.in_(ids)))
+        session.execute(delete(Submission).where(Submission.owner_id.in_(ids)))
+        session.execute(delete(ApiToken).where(ApiToken.principal_id.in_(ids)))
+        session.execute(delete(Principal).where(Principal.id.in_(ids)))
 
 
 @pytest.fixture()
-def author(database_url: str) -> Author:
-    return _author()
+def author(make_author: Callable[..., Author]) -> Author:
+    return make_author()
 
 
 @pytest.fixture()
@@ -191,8 +212,9 @@ def test_invalid_body_is_422_and_stores_nothing(pg_client: TestClient, author: A
     assert _submissions(author) == 0
 
 
-def test_staff_are_not_counted(pg_client: TestClient, database_url: str) -> None:
-    staff = _author(Role.staff)
+def test_staff_are_not_counted(pg_client: TestClient, make_author: Callable[..., Author]
+                               ) -> None:
+    staff = make_author(Role.staff)
     r = pg_client.post("/v1/submissions", json=body(), headers=auth(staff.token))
     assert r.status_code == 202 and "X-Quota-Remaining" not in r.headers
 
