@@ -20,7 +20,7 @@ durable.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +32,7 @@ import anyio.to_thread
 import psycopg
 from psycopg_pool import ConnectionPool
 from sqlalchemy import Dialect, make_url
+from sqlalchemy.orm import Session
 
 from app.auth.service import Caller
 from app.db import PsycopgStatement, SessionFactory, get_sessionmaker
@@ -77,17 +78,26 @@ def intake_threads() -> anyio.CapacityLimiter:
     return limiter
 
 
-class SessionIntake:
-    """``service.create_submission`` on a session from ``open_session``, committed in the same
-    worker thread."""
-
-    def __init__(self, open_session: SessionFactory) -> None:
-        self.open_session = open_session
+class _InWorkerThread:
+    """An intake whose work (the registry call included) runs in one of the event loop's
+    intake threads (``intake_threads``)."""
 
     async def accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
                      idempotency_key: str | None) -> service.Intake:
         return await anyio.to_thread.run_sync(self._accept, ctx, caller, body, idempotency_key,
                                               limiter=intake_threads())
+
+    def _accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
+                idempotency_key: str | None) -> service.Intake:
+        raise NotImplementedError
+
+
+class SessionIntake(_InWorkerThread):
+    """``service.create_submission`` on a session from ``open_session``, committed in the same
+    worker thread."""
+
+    def __init__(self, open_session: SessionFactory) -> None:
+        self.open_session = open_session
 
     def _accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
                 idempotency_key: str | None) -> service.Intake:
@@ -102,7 +112,7 @@ class SessionIntake:
 
 
 @contextmanager
-def _new_session() -> Any:
+def _new_session() -> Iterator[Session]:
     with get_sessionmaker()() as session:
         yield session
 
@@ -133,7 +143,7 @@ class _Replay(Exception):
         self.request_sha256 = request_sha256
 
 
-class PostgresIntake:
+class PostgresIntake(_InWorkerThread):
     """Intake on PostgreSQL: psycopg 3 on a pooled connection, in one worker thread per
     submission (the registry call included). Sync psycopg waits for the server in C; its
     asyncio mode waits in Python, which measured as a quarter of the API's CPU here."""
@@ -143,11 +153,6 @@ class PostgresIntake:
         self.dialect = dialect
         self.sql = _Statements.compile(dialect)
         self._inserts: dict[tuple[tuple[str, tuple[str, ...]], ...], PsycopgStatement] = {}
-
-    async def accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
-                     idempotency_key: str | None) -> service.Intake:
-        return await anyio.to_thread.run_sync(self._accept, ctx, caller, body, idempotency_key,
-                                              limiter=intake_threads())
 
     def _accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
                 idempotency_key: str | None) -> service.Intake:

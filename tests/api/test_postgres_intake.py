@@ -1,6 +1,7 @@
 """The POST's PostgreSQL path (``app.submissions.intake.PostgresIntake``): the app as it runs,
 with its lifespan, against the test database; rows are committed for real, by a new author per
-test. The other API tests run the same rules through ``SessionIntake``."""
+test. The other API tests run the same rules through ``SessionIntake``. ``queue`` and ``resolver``
+are the fixtures of ``tests/api/conftest.py``."""
 
 from __future__ import annotations
 
@@ -68,16 +69,6 @@ def make_author(database_url: str) -> Iterator[Callable[..., Author]]:
 @pytest.fixture()
 def author(make_author: Callable[..., Author]) -> Author:
     return make_author()
-
-
-@pytest.fixture()
-def queue() -> RecordingQueue:
-    return RecordingQueue()
-
-
-@pytest.fixture()
-def resolver() -> StubResolver:
-    return StubResolver()
 
 
 @pytest.fixture()
