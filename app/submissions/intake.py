@@ -20,6 +20,7 @@ durable.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -134,6 +135,31 @@ class _Statements:
                      for stmt in (BY_IDEMPOTENCY_KEY, LOCK_PRINCIPAL, USAGE, STATUS.one)))
 
 
+class _Stale(Exception):
+    """The pooled connection was dead before the transaction began."""
+
+    def __init__(self, error: psycopg.OperationalError) -> None:
+        self.error = error
+
+
+@contextmanager
+def _transaction(conn: psycopg.Connection[Any]) -> Iterator[None]:
+    """``BEGIN`` on the autocommit connection ``conn`` (``_Stale`` if that fails: nothing was
+    sent), then ``COMMIT``, or ``ROLLBACK`` if the block raised."""
+    try:
+        conn.execute("BEGIN")
+    except psycopg.OperationalError as exc:
+        raise _Stale(exc) from exc
+    try:
+        yield
+    except BaseException:
+        if not conn.broken:
+            with contextlib.suppress(psycopg.Error):  # the block's error is the one to raise
+                conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 class _Replay(Exception):
     """Inside the transaction: the Idempotency-Key is taken; roll back and answer the stored
     submission."""
@@ -156,13 +182,27 @@ class PostgresIntake(_InWorkerThread):
 
     def _accept(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
                 idempotency_key: str | None) -> service.Intake:
+        try:
+            return self._accept_once(ctx, caller, body, idempotency_key)
+        except _Stale:
+            # No check on checkout (a round trip per submission): connections that died with
+            # their server (a restart, a failover) fail at BEGIN, before anything was sent.
+            # Drop every broken idle one, then once more.
+            self.pool.check()
+        try:
+            return self._accept_once(ctx, caller, body, idempotency_key)
+        except _Stale as stale:
+            raise stale.error from None
+
+    def _accept_once(self, ctx: service.IntakeContext, caller: Caller, body: SubmissionCreate,
+                     idempotency_key: str | None) -> service.Intake:
         raw = body.model_dump(mode="json")
         fingerprint = service.body_sha256(raw)
         policy = None if caller.is_staff else ctx.quota  # staff are not counted
         with self.pool.connection() as conn:
             usage: tuple[int, datetime | None, int] | None = None
             try:
-                with conn.transaction():
+                with _transaction(conn):
                     if idempotency_key and (hit := self._by_key(conn, caller, idempotency_key)):
                         raise _Replay(*hit)
                     quota = None

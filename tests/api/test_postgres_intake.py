@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, func, select, text, update
 
 from app.audit.models import AuditEvent
 from app.auth.models import ApiToken, Principal, Role
@@ -225,3 +225,21 @@ def test_compiled_statement_binds_as_sqlalchemy_and_wants_every_parameter() -> N
         stmt.params({"owner_id": "prn_x"})
     since = datetime(2026, 1, 1, tzinfo=UTC)
     assert stmt.params({"owner_id": "prn_x", "since": since})["since"] == since
+
+
+def test_survives_connections_that_died_with_their_server(
+        pg_client: TestClient, author: Author, queue: RecordingQueue) -> None:
+    """No check on checkout: a pooled connection whose server side went away (a restart) fails
+    at BEGIN, before anything is sent; the intake drops the broken ones and begins again."""
+    intake = pg_client.app_state["intake"]
+    assert pg_client.post("/v1/submissions", json=body(),
+                          headers=auth(author.token)).status_code == 202
+    with intake.pool.connection() as conn:
+        pids = [conn.info.backend_pid]
+    assert intake.pool.get_stats()["pool_size"] == 1  # the one the next submission gets
+    with session_scope() as session:  # as a restart would
+        killed = session.scalar(text("SELECT pg_terminate_backend(:pid)"), {"pid": pids[0]})
+    assert killed
+    r = pg_client.post("/v1/submissions", json=body(), headers=auth(author.token))
+    assert r.status_code == 202, r.text
+    assert _submissions(author) == 2 and len(queue.sent) == 2
