@@ -24,7 +24,7 @@ from app.catalog import Catalog
 from app.clock import Clock, SystemClock
 from app.db import Reader, ThreadedEngineReader, get_engine, get_sessionmaker, reader_lifespan
 from app.evidence.keys import KeyRing
-from app.queue import BackgroundRunQueue, RunQueue, get_celery_client, make_run_queue
+from app.queue import BackgroundRunQueue, RunQueue, get_run_sender
 from app.registry.resolver import HttpRegistryResolver, ImageResolver
 from app.settings import Settings, get_settings
 from app.storage.port import ArtifactStore
@@ -135,7 +135,7 @@ async def get_resolver() -> ImageResolver:
 def _run_queue() -> RunQueue:
     # The request hands the run over after its commit and answers; one thread per process
     # publishes (a lost send is re-sent by the sweeper: app.queue.BackgroundRunQueue).
-    return BackgroundRunQueue(make_run_queue(get_celery_client()))
+    return BackgroundRunQueue(get_run_sender())
 
 
 async def get_run_queue() -> RunQueue:

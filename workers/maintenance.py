@@ -21,7 +21,7 @@ from sqlalchemy import select
 
 from app.clock import SystemClock
 from app.db import session_scope
-from app.queue import get_celery_client, make_run_queue
+from app.queue import get_run_sender
 from app.runs import service as runs
 from app.runs.models import FailureReason, Run, RunStatus
 from app.settings import get_settings
@@ -56,7 +56,7 @@ def reap_stuck_runs(actor: str) -> int:
             else:
                 continue
             touched += 1
-    queue = make_run_queue(get_celery_client())
+    queue = get_run_sender()
     for run_id, hardware_class in requeue:
         queue.send_run(run_id, hardware_class)
     return touched
@@ -94,7 +94,7 @@ def requeue_stale_runs() -> int:
             if last_sent < cutoff:
                 run.heartbeat_at = clock.now()  # for queued runs: when it was last sent
                 sent.append((run.id, run.hardware_class))
-    queue = make_run_queue(get_celery_client())
+    queue = get_run_sender()
     for run_id, hardware_class in sent:
         queue.send_run(run_id, hardware_class)
     return len(sent)

@@ -34,7 +34,7 @@ from app.evidence.keys import KeyRing, load_keyring
 from app.evidence.prediction_log import PredictionLog, iter_records
 from app.evidence.report import BenchmarkPredicate, SandboxSummary, peek_statement
 from app.hardware import HardwareClass, get_hardware_class
-from app.queue import SELF_ATTESTED_CLASS, get_celery_client, make_run_queue
+from app.queue import SELF_ATTESTED_CLASS, get_run_sender
 from app.reports import archive
 from app.reports.scoring import TaskPlan, score_run
 from app.runs import service as runs
@@ -185,7 +185,7 @@ def _retry_or_fail(deps: Deps, run_id: str, worker: str, detail: str) -> None:
         resend = True
         hardware_class = run.hardware_class
     if resend:
-        make_run_queue(get_celery_client()).send_run(run_id, hardware_class)
+        get_run_sender().send_run(run_id, hardware_class)
 
 
 def _notify(session: Any, run: Run) -> None:
