@@ -116,7 +116,7 @@ start_registry() {
   mkdir -p "$dir/data"
   cat >"$dir/config.yml" <<EOF
 version: 0.1
-log: {level: warn, fields: {service: registry}}
+log: {level: warn, accesslog: {disabled: true}, fields: {service: registry}}
 storage:
   cache: {blobdescriptor: inmemory}
   filesystem: {rootdirectory: $dir/data}
@@ -126,11 +126,12 @@ http:
   headers: {X-Content-Type-Options: [nosniff]}
 EOF
   t0=$(now_ms)
-  # GOGC=400: Go collects garbage a quarter as often; GOMAXPROCS=1: one scheduler thread, no
-  # spinning for work across cores that the API and PostgreSQL need. Measured per tag HEAD
-  # (what intake sends per submission): one client, 1.05 ms of registry CPU at Go's defaults,
-  # 0.69 ms with GOGC=400; four clients at once, 0.66 ms with GOGC=400, 0.56 ms with both.
-  GOMAXPROCS=1 GOGC=400 launch registry "$dir/registry.log" docker-registry serve "$dir/config.yml"
+  # GOGC=400: Go collects garbage a quarter as often (per tag HEAD, what intake sends per
+  # submission: 1.05 ms of registry CPU at Go's defaults, 0.69 ms with GOGC=400). GOMAXPROCS
+  # stays at its default: with GOMAXPROCS=1 (tried) the one thread running Go code stalled
+  # every request for 70-145 ms now and then (4 clients: max 70-144 ms against 14-18 ms), which
+  # became bench/intake.py's POST p99. No access log: a line written per request.
+  GOGC=400 launch registry "$dir/registry.log" docker-registry serve "$dir/config.yml"
   pid=$(cat "$STATE/registry.pid")
   until registry_answers; do
     kill -0 "$pid" 2>/dev/null || die "registry exited; see $dir/registry.log"

@@ -1,7 +1,7 @@
 """The ceiling for ``bench/intake.py``: FastAPI with one trivial JSON endpoint and nothing else.
 
-Served by the same function as ``future-ts api`` (``app.cli.serve_uvicorn``: same workers, one
-``SO_REUSEPORT`` socket per worker, log level, proxy headers), so the only difference from the
+Served by the same function as ``future-ts api`` (``app.serving.serve_uvicorn``: same workers, the
+connections split evenly, log level, proxy headers), so the only difference from the
 real API is the work our endpoints do.
 """
 
@@ -23,7 +23,7 @@ def create_app() -> FastAPI:
 
 
 def main() -> None:
-    from app.cli import serve_uvicorn
+    from app.serving import serve_uvicorn
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")

@@ -34,8 +34,8 @@ endpoint's is printed next to the throughput ratio.
 A keep-alive connection stays with the worker that accepted it: the "per worker" column shows how
 the load fell. uvicorn's own ``--workers`` share one listening socket, and one worker often took
 all 32 connections (halving the throughput a run could show, whatever the code did);
-``future-ts api`` (``app.cli.serve_uvicorn``, which the bare app uses too) gives each worker a
-``SO_REUSEPORT`` socket of its own, so the kernel spreads the connections. A light-load POST
+``future-ts api`` (``app.serving.serve_uvicorn``, which the bare app uses too) splits them evenly
+between the workers. A light-load POST
 phase (4 clients) separates the service time of a submission from queueing.
 """
 
@@ -320,14 +320,15 @@ def start_own_registry(workdir: Path) -> subprocess.Popen[bytes]:
         raise RuntimeError("no registry on 127.0.0.1:5000 and docker-registry is not installed")
     config = workdir / "registry.yml"
     config.write_text(
-        "version: 0.1\nlog: {level: warn}\nstorage:\n  cache: {blobdescriptor: inmemory}\n"
+        "version: 0.1\nlog: {level: warn, accesslog: {disabled: true}}\n"
+        "storage:\n  cache: {blobdescriptor: inmemory}\n"
         f"  filesystem: {{rootdirectory: {workdir / 'registry-data'}}}\n"
         f"http:\n  addr: {REGISTRY}\n")
     with (workdir / "registry.log").open("wb") as out:
         proc = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True,
                                 # as .ci/services.sh runs it
-                                env={**os.environ, "GOGC": "400", "GOMAXPROCS": "1"})
+                                env={**os.environ, "GOGC": "400"})
     for _ in range(100):
         if registry_answers():
             return proc
