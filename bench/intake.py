@@ -35,7 +35,10 @@ A keep-alive connection stays with the worker that accepted it: the "per worker"
 the load fell. uvicorn's own ``--workers`` share one listening socket, and one worker often took
 all 32 connections (halving the throughput a run could show, whatever the code did);
 ``future-ts api`` (``app.serving.serve_uvicorn``, which the bare app uses too) splits them evenly
-between the workers. A light-load POST
+between the workers. The "POST floor" phase
+(``bench/floor_app.py``) is the least any submission endpoint could do on this machine: the
+same body, one registry ``HEAD`` and one ``INSERT`` in a worker thread, served the same way; the
+gap to ``POST /v1/submissions`` is what intake's rules, tables and framework cost. A light-load POST
 phase (4 clients) separates the service time of a submission from queueing.
 """
 
@@ -429,6 +432,7 @@ class Phase:
     tokens: list[str] = field(default_factory=list)
     if_none_match: str | None = None
     connections: int | None = None  # None: --connections
+    server: str = "api"  # whose processes' CPU is the "server" column: api, bare or floor
 
 
 @dataclass
@@ -447,7 +451,8 @@ class Result:
     @property
     def stack_cpu_us(self) -> float:
         """CPU time of the service stack (server, PostgreSQL, Redis, registry) per request."""
-        used = sum(self.cpu.get(g, 0.0) for g in ("api", "bare", "postgres", "redis", "registry"))
+        used = sum(self.cpu.get(g, 0.0)
+                   for g in ("api", "bare", "floor", "postgres", "redis", "registry"))
         return used / max(1.0, self.stats["requests"]) * 1e6
 
     def ms(self, key: str) -> float:
@@ -483,7 +488,7 @@ def run_load(kind: str, phase: Phase, connections: int, duration: float, max_req
     argv, env = generator_argv(kind, phase, connections, duration, max_requests)
     sessions = pg_sessions(db_name)
     before = CpuSnapshot.take(roots)
-    group = "bare" if phase.name.startswith("bare") else "api"
+    group = phase.server
     start = time.monotonic()
     # Bounded: the generator stops itself at the duration or the count; the timeout is a guard.
     result = subprocess.run(argv, env=env, capture_output=True, text=True,
@@ -546,7 +551,7 @@ def print_report(results: list[Result], args: argparse.Namespace, kind: str) -> 
     print("-" * len(header))
     for r in results:
         capacity = r.wall_s * cores / 100.0
-        cpu = dict(r.cpu, server=r.cpu.get("api", 0.0) + r.cpu.get("bare", 0.0),
+        cpu = dict(r.cpu, server=sum(r.cpu.get(g, 0.0) for g in ("api", "bare", "floor")),
                    pg=r.cpu.get("postgres", 0.0), reg=r.cpu.get("registry", 0.0),
                    gen=r.cpu.get("generator", 0.0))
         bad = int(r.stats["bad"] + r.stats["socket_errors"] + r.stats["timeouts"])
@@ -596,6 +601,12 @@ def print_report(results: list[Result], args: argparse.Namespace, kind: str) -> 
           f"p99 <= {POST_P99_TARGET_MS:.0f} ms needs >= {clients / POST_P99_TARGET_MS * 1000:.0f}"
           f" req/s; at {post.stack_cpu_us / 1000:.1f} ms of stack CPU per POST the {cores} cores "
           f"allow at most {cores / post.stack_cpu_us * 1e6:.0f} req/s")
+    if "POST floor" in by:
+        floor = by["POST floor"]
+        print(f"POST floor (bench/floor_app.py: registry HEAD + one INSERT, nothing else): "
+              f"{floor.rps:.0f} req/s, p99 {floor.ms('p99_us'):.1f} ms, "
+              f"{floor.stack_cpu_us / 1000:.1f} ms of stack CPU per POST; "
+              f"intake costs {post.stack_cpu_us / floor.stack_cpu_us:.1f}x that")
     other = max(r.cpu.get("other", 0.0) / (r.wall_s * cores) for r in results)
     if other > 0.10:
         print(f"note: up to {other:.0%} of the machine went to processes outside the benchmark "
@@ -644,21 +655,26 @@ def main() -> int:
         tokens = create_tokens(fx.env, args.authors)
         task_id = pick_task(fx.env, args.wait_services)
         image = ensure_image(fx, args.wait_services)
-        api_port, bare_port = free_port(), free_port()
+        api_port, bare_port, floor_port = free_port(), free_port(), free_port()
         start_server(fx, "api", [*future_ts(), "api", "--host", "127.0.0.1",
                                  "--port", str(api_port), "--workers", str(args.workers)])
         start_server(fx, "bare", [sys.executable, "-m", "bench.bare_app",
                                   "--port", str(bare_port), "--workers", str(args.workers)])
+        start_server(fx, "floor", [sys.executable, "-m", "bench.floor_app", "--port",
+                                   str(floor_port), "--workers", str(args.workers),
+                                   "--dsn", fx.db_url.replace("postgresql+psycopg", "postgresql")])
         api, bare = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{bare_port}"
+        floor = f"http://127.0.0.1:{floor_port}"
         wait_ready(fx, "api", f"{api}/healthz")
         wait_ready(fx, "bare", f"{bare}/ping")
+        wait_ready(fx, "floor", f"{floor}/")
         body = submission_body(task_id, image)
         body_file = fx.workdir / "submission.json"
         body_file.write_text(json.dumps(body))
         status_url, etag = seed_submission(api, tokens[0], body)
         log(f"task {task_id}, image {image}, polling {status_url}")
 
-        ceiling = Phase("bare GET /ping", f"{bare}/ping", 200)
+        ceiling = Phase("bare GET /ping", f"{bare}/ping", 200, server="bare")
         phases = [
             ceiling,
             # Polling: the submission's author asks for its status.
@@ -672,11 +688,14 @@ def main() -> int:
             Phase(f"POST, {args.light_clients} clients", f"{api}/v1/submissions", 202,
                   method="POST", body_file=body_file, tokens=tokens,
                   connections=args.light_clients),
-            Phase("bare GET /ping (again)", ceiling.url, 200),
+            # The floor: registry HEAD + one INSERT and nothing else (bench/floor_app.py).
+            Phase("POST floor", f"{floor}/", 202, method="POST", body_file=body_file,
+                  server="floor"),
+            Phase("bare GET /ping (again)", ceiling.url, 200, server="bare"),
         ]
         if args.post_only:
-            phases = [p for p in phases if p.name == "POST /v1/submissions"]
-        roots = {"api": fx.procs["api"].pid, "bare": fx.procs["bare"].pid}
+            phases = [p for p in phases if p.name in ("POST /v1/submissions", "POST floor")]
+        roots = {name: proc.pid for name, proc in fx.procs.items()}
         results = []
         for phase in phases:
             if args.warmup > 0:

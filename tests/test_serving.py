@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from app.serving import STALE_S
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -47,7 +49,9 @@ def served() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
         assert proc.poll() is None, proc.stderr.read() if proc.stderr else b""
         assert time.monotonic() < deadline, "the server did not answer within 60 s"
         time.sleep(0.1)
-    time.sleep(0.5)  # both workers up (each publishes its heartbeat on start)
+    # Both workers up, and longer than a heartbeat lasts: from now on each worker's turn
+    # depends on the heartbeats its uvicorn ticks publish, not the one from its start.
+    time.sleep(STALE_S + 0.5)
     try:
         yield proc, port
     finally:
@@ -83,6 +87,26 @@ def test_connections_split_evenly(served: tuple[subprocess.Popen[bytes], int]) -
     for conn in conns + more:  # and they stay usable, each with its worker
         conn.request("GET", "/")
         conn.getresponse().read()
+        conn.close()
+
+
+def test_closed_connections_free_their_worker(served: tuple[subprocess.Popen[bytes], int]
+                                              ) -> None:
+    _, port = served
+    conns, pids = _connect(port, 32)
+    assert sorted(pids.values()) == [16, 16], pids
+    emptied = min(pids)
+    kept = []
+    for conn in conns:
+        conn.request("GET", "/")
+        if int(conn.getresponse().read()) == emptied:
+            conn.close()
+        else:
+            kept.append(conn)
+    time.sleep(0.5)  # a few ticks: the emptied worker publishes its count
+    _, refill = _connect(port, 16)
+    assert refill == {emptied: 16}, refill
+    for conn in kept:
         conn.close()
 
 
