@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import signal
 import socket
 import sys
@@ -109,6 +110,7 @@ class BalancedServer(uvicorn.Server):
         self.closed = False
         self.retry: asyncio.TimerHandle | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.supervisor = os.getppid()
 
     # uvicorn's hooks -------------------------------------------------------------------------
 
@@ -120,6 +122,11 @@ class BalancedServer(uvicorn.Server):
         self.watch()
 
     async def on_tick(self, counter: int) -> bool:
+        if os.getppid() != self.supervisor:
+            # The supervisor is gone (killed): nobody would restart or stop this worker, and it
+            # would keep the port. Stop as on SIGTERM: finish the requests in flight.
+            log.error("api worker %d: supervisor %d gone; stopping", os.getpid(), self.supervisor)
+            self.should_exit = True
         self.publish()  # the heartbeat, and the count after connections closed
         if not self.watching and not self.closed and self.retry is None:
             self.watch()

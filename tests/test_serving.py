@@ -5,6 +5,7 @@ everything. Run as the API runs: a separate process on a real port."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import http.client
 import os
 import signal
@@ -55,11 +56,26 @@ def served() -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     try:
         yield proc, port
     finally:
+        workers = _children(proc.pid)
         if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        subprocess.run(["pkill", "-9", "-f", f"tests.serving_app:create_app', '127.0.0.1', {port}"],
-                       check=False)
+            proc.terminate()
+            proc.wait(timeout=40)
+        for pid in workers:  # each stops by itself once its supervisor is gone
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    path = Path(f"/proc/{pid}/task/{pid}/children")
+    return [int(p) for p in path.read_text().split()] if path.exists() else []
+
+
+def _gone(pid: int) -> bool:
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
 
 
 def _connect(port: int, count: int, path: str = "/") -> tuple[list[http.client.HTTPConnection],
@@ -134,6 +150,19 @@ def test_dead_worker_replaced_and_sigterm_stops_all(
     workers = set(after)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=40) == 0
-    for pid in workers:
-        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    assert all(_gone(pid) for pid in workers)
+    assert not _answers(port)
+
+
+def test_workers_stop_when_the_supervisor_is_killed(
+        served: tuple[subprocess.Popen[bytes], int]) -> None:
+    proc, port = served
+    workers = _children(proc.pid)
+    assert len(workers) >= 2  # the workers (and multiprocessing's resource tracker)
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while not all(_gone(pid) for pid in workers):
+        assert time.monotonic() < deadline, "orphaned workers still running after 15 s"
+        time.sleep(0.1)
     assert not _answers(port)
