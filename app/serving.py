@@ -91,9 +91,6 @@ class Board:
                 return False
         return True
 
-    def counts(self) -> list[int]:
-        return [self.cells[2 * slot] for slot in range(self.workers)]
-
 
 class BalancedServer(uvicorn.Server):
     """A uvicorn server that accepts from a shared listening socket only while the ``Board``
@@ -110,6 +107,7 @@ class BalancedServer(uvicorn.Server):
         self.closed = False
         self.retry: asyncio.TimerHandle | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.connecting: set[asyncio.Task[None]] = set()  # held until done (the loop won't)
         self.supervisor = os.getppid()
 
     # uvicorn's hooks -------------------------------------------------------------------------
@@ -128,8 +126,6 @@ class BalancedServer(uvicorn.Server):
             log.error("api worker %d: supervisor %d gone; stopping", os.getpid(), self.supervisor)
             self.should_exit = True
         self.publish()  # the heartbeat, and the count after connections closed
-        if not self.watching and not self.closed and self.retry is None:
-            self.watch()
         return await super().on_tick(counter)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
@@ -189,7 +185,9 @@ class BalancedServer(uvicorn.Server):
             self.opening += 1
             self.publish()
             assert self.loop is not None
-            self.loop.create_task(self.connect(conn))
+            task = self.loop.create_task(self.connect(conn))
+            self.connecting.add(task)
+            task.add_done_callback(self.connecting.discard)
 
     async def connect(self, conn: socket.socket) -> None:
         config = self.config
