@@ -352,7 +352,7 @@ def validate_submission(
     if not isinstance(sub, SubmissionInput):
         sub = SubmissionInput.from_mapping(sub)
     task_ids, problems = resolve_tasks(sub, catalog)
-    cards = [catalog.card(t) for t in task_ids]
+    cards = [catalog.shared_card(t) for t in task_ids]  # read only
     problems += _mode_and_tier(sub, cards)
     problems += _metadata(sub, received_at)
     problems += _manifest(sub, cards)

@@ -177,3 +177,13 @@ def test_no_window_has_an_undefined_mase_scale(card: TaskCard) -> None:
             m = card.seasonality
             diffs = [abs(a - b) for a, b in zip(series.target[m:], series.target[:-m], strict=True)]
             assert len(series.target) == card.context_length and sum(diffs) > 0
+
+
+def test_cards_are_copies_except_the_shared_one() -> None:
+    task_id = CATALOG.task_ids()[0]
+    mine = CATALOG.card(task_id)
+    mine.windows.clear()  # a caller's own copy: the catalog does not see this
+    assert CATALOG.card(task_id).windows and CATALOG.card(task_id) is not CATALOG.card(task_id)
+    shared = CATALOG.shared_card(task_id)
+    assert shared is CATALOG.shared_card(task_id) and shared.windows
+    assert shared == CATALOG.card(task_id)
