@@ -26,10 +26,10 @@ import anyio
 import anyio.to_thread
 from psycopg_pool import ConnectionPool
 
-THREADS = 4  # app.submissions.intake.INTAKE_CONCURRENCY
-ACCEPT = ("application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json, "
-          "application/vnd.docker.distribution.manifest.list.v2+json, "
-          "application/vnd.docker.distribution.manifest.v2+json")
+from app.registry.resolver import MANIFEST_ACCEPT
+from app.submissions.intake import INTAKE_CONCURRENCY
+
+THREADS = INTAKE_CONCURRENCY  # worker threads per process, as intake
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -46,7 +46,7 @@ def create_app() -> Callable[[Scope, Receive, Send], Awaitable[None]]:
         conn = getattr(local, "registry", None)
         if conn is None:
             conn = local.registry = http.client.HTTPConnection(registry, timeout=10)
-        conn.request("HEAD", f"/v2/{name}/manifests/{tag}", headers={"Accept": ACCEPT})
+        conn.request("HEAD", f"/v2/{name}/manifests/{tag}", headers={"Accept": MANIFEST_ACCEPT})
         response = conn.getresponse()
         response.read()
         digest = response.getheader("Docker-Content-Digest")
